@@ -1,0 +1,1 @@
+"""function-gateway-readiness: Envoy AI Gateway inference gateways that tell the truth."""

@@ -1,0 +1,352 @@
+"""Typed models of the two XRs and of the function's Input.
+
+Every request is validated against these models before anything is composed,
+so a typo or an out-of-range value becomes one fatal result that names the
+field, instead of a manifest the API server rejects later (or, worse, accepts
+and misroutes). The XRDs in `examples/` carry the same constraints so that
+`kubectl apply` rejects most mistakes first; these models are the last line.
+
+Numbers arrive from protobuf Structs as floats; pydantic's lax mode accepts
+`2.0` for an int and rejects `2.5`, which is the behaviour we want.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+# RFC 1123 label: what Kubernetes accepts for namespaces, Service-like names and
+# Gateway listener names.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# RFC 1123 subdomain: object names of most kinds, and hostnames.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+IPV4 = r"^((25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)$"
+# A Kubernetes annotation key: optional DNS prefix, then a name of at most 63.
+ANNOTATION_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$"
+)
+# An HTTP header name as Gateway API accepts it in a header match.
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# Gateway API / Envoy AI Gateway duration: up to four "<n><unit>" groups.
+DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
+
+# The header Envoy AI Gateway's ext-proc writes the request's model into; a
+# model route matches on it, and `/v1/models` lists exactly these matches. The
+# anchor must never use it, or the anchor would show up as a model.
+MODEL_HEADER = "x-ai-eg-model"
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+Port = Annotated[int, Field(ge=1, le=65535, strict=False)]
+
+
+class Model(BaseModel):
+    """Base: camelCase on the wire, unknown fields rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+# --- InferenceGateway -------------------------------------------------------
+
+
+class DeploymentNaming(StrEnum):
+    """How Envoy Gateway names the proxy Deployment, so the observer finds it."""
+
+    # We set EnvoyProxy envoyDeployment.name to a name derived from the gateway.
+    PINNED = "Pinned"
+    # Envoy Gateway's hashed default name in its own namespace.
+    GENERATED = "Generated"
+    # Envoy Gateway runs in GatewayNamespace deploy mode: the Deployment is
+    # named after the Gateway and lives in the Gateway's namespace.
+    GATEWAY_NAMESPACE = "GatewayNamespace"
+
+
+class AvailabilityPolicy(StrEnum):
+    """How many available pods make a finished rollout "ready"."""
+
+    # One available pod serves traffic; a drained or evicted pod of two must not
+    # take every model route down with it.
+    AT_LEAST_ONE = "AtLeastOne"
+    # Every desired replica available, as `kubectl rollout status` waits for.
+    ALL = "All"
+
+
+class CertificateRef(Model):
+    name: ObjectName
+    namespace: Name | None = None
+
+
+class ListenerTLS(Model):
+    certificate_refs: list[CertificateRef] = Field(min_length=1, max_length=64)
+
+
+class Listener(Model):
+    name: Name
+    protocol: Literal["HTTP", "HTTPS"] = "HTTP"
+    port: Port = 80
+    hostname: Annotated[str, Field(max_length=253, pattern=r"^(\*\.)?" + DNS_SUBDOMAIN[1:])] | None = (
+        None
+    )
+    tls: ListenerTLS | None = None
+    # Model routes live in their teams' namespaces, so the default admits them.
+    allowed_routes: Literal["All", "Same"] = "All"
+
+    @model_validator(mode="after")
+    def _tls_matches_protocol(self) -> Listener:
+        if self.protocol == "HTTPS" and self.tls is None:
+            raise ValueError("an HTTPS listener needs tls.certificateRefs")
+        if self.protocol == "HTTP" and self.tls is not None:
+            raise ValueError("an HTTP listener takes no tls")
+        return self
+
+
+class PodDisruptionBudget(Model):
+    min_available: Annotated[int, Field(ge=0)] | None = None
+    max_unavailable: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PodDisruptionBudget:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError("set exactly one of minAvailable and maxUnavailable")
+        return self
+
+
+def _default_listeners() -> list[Listener]:
+    return [Listener(name="http")]
+
+
+def _default_pdb() -> PodDisruptionBudget:
+    return PodDisruptionBudget(min_available=1)
+
+
+class Envoy(Model):
+    # Two replicas by default: with one, every Envoy restart is an outage.
+    replicas: Annotated[int, Field(ge=1, le=100)] = 2
+    pod_disruption_budget: PodDisruptionBudget = Field(default_factory=_default_pdb)
+    gateway_namespace: Name = Field(default="envoy-gateway-system", alias="envoyGatewayNamespace")
+    deployment_naming: DeploymentNaming = DeploymentNaming.PINNED
+    availability_policy: AvailabilityPolicy = AvailabilityPolicy.AT_LEAST_ONE
+
+
+class ProviderConfigRef(Model):
+    kind: Literal["ClusterProviderConfig", "ProviderConfig"] = "ClusterProviderConfig"
+    name: ObjectName = "default"
+
+
+def _default_provider_config() -> ProviderConfigRef:
+    return ProviderConfigRef()
+
+
+class InferenceGatewaySpec(Model):
+    gateway_class_name: ObjectName = "envoy-ai-gateway"
+    # Where the Gateway, its EnvoyProxy and the anchor live; the XR's own
+    # namespace when unset.
+    namespace: Name | None = None
+    listeners: list[Listener] = Field(default_factory=_default_listeners, min_length=1, max_length=64)
+    envoy: Envoy = Field(default_factory=Envoy)
+    provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
+
+    @model_validator(mode="after")
+    def _unique_listeners(self) -> InferenceGatewaySpec:
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ValueError("listener names must be unique")
+        return self
+
+
+# --- ModelRoute ---------------------------------------------------------------
+
+
+class GatewayRef(Model):
+    name: ObjectName
+    # The ModelRoute's own namespace when unset.
+    namespace: Name | None = None
+
+
+class Endpoint(Model):
+    """Exactly one of hostname (FQDN) or ip, as an Envoy Gateway Backend takes."""
+
+    hostname: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
+    ip: Annotated[str, Field(pattern=IPV4)] | None = None
+    port: Port
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Endpoint:
+        if (self.hostname is None) == (self.ip is None):
+            raise ValueError("set exactly one of hostname and ip")
+        return self
+
+
+class SecretRef(Model):
+    name: ObjectName
+
+
+class BackendTLS(Model):
+    # Verify the upstream against the system CA bundle, or against a CA in a
+    # ConfigMap in the route's namespace; never both (the Backend CRD forbids it).
+    ca_config_map_ref: SecretRef | None = Field(default=None, alias="caConfigMapRef")
+    sni: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
+
+
+class APISchema(Model):
+    name: Literal[
+        "OpenAI",
+        "Cohere",
+        "AWSBedrock",
+        "AzureOpenAI",
+        "GCPVertexAI",
+        "GCPAnthropic",
+        "Anthropic",
+        "AWSAnthropic",
+    ] = "OpenAI"
+    prefix: Annotated[str, Field(max_length=253)] | None = None
+
+
+def _default_schema() -> APISchema:
+    return APISchema()
+
+
+class Backend(Model):
+    name: Name
+    endpoint: Endpoint
+    tls: BackendTLS | None = None
+    schema_: APISchema = Field(default_factory=_default_schema, alias="schema")
+    weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+    priority: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    api_key_secret_ref: SecretRef | None = None
+
+
+class Timeouts(Model):
+    request: Annotated[str, Field(pattern=DURATION)] | None = None
+
+
+class ModelRouteSpec(Model):
+    gateway_ref: GatewayRef
+    # What clients send in the model field; `<namespace>/<name>` when unset.
+    model: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    # An AIGatewayRoute rule takes at most 128 backendRefs.
+    backends: list[Backend] = Field(min_length=1, max_length=128)
+    timeouts: Timeouts | None = None
+    provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
+
+    @model_validator(mode="after")
+    def _unique_backends(self) -> ModelRouteSpec:
+        names = [backend.name for backend in self.backends]
+        if len(set(names)) != len(names):
+            raise ValueError("backend names must be unique")
+        return self
+
+
+# --- Input ------------------------------------------------------------------
+
+
+class Composes(StrEnum):
+    """What the function composes for the XR at hand; the XR kind never decides."""
+
+    GATEWAY = "InferenceGateway"
+    ROUTE = "ModelRoute"
+
+
+class APIVersions(Model):
+    ai_gateway: Literal["aigateway.envoyproxy.io/v1beta1", "aigateway.envoyproxy.io/v1alpha1"] = (
+        "aigateway.envoyproxy.io/v1beta1"
+    )
+    envoy_gateway: Literal["gateway.envoyproxy.io/v1alpha1"] = "gateway.envoyproxy.io/v1alpha1"
+    gateway_api: Literal["gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1"] = (
+        "gateway.networking.k8s.io/v1"
+    )
+
+
+class XRType(Model):
+    """apiVersion and kind of the InferenceGateway XR a ModelRoute reads."""
+
+    api_version: Annotated[str, Field(pattern=r"^[a-z0-9.-]+/[a-z0-9]+$")] = "ai.example.org/v1alpha1"
+    kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")] = "InferenceGateway"
+
+
+class Anchor(Model):
+    # Any header but the model header: the anchor must match nothing a client
+    # sends and must stay out of `/v1/models`.
+    header_name: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = (
+        "x-gateway-readiness-anchor"
+    )
+
+    @model_validator(mode="after")
+    def _not_model_header(self) -> Anchor:
+        if self.header_name == MODEL_HEADER:
+            raise ValueError(f"the anchor must not match on {MODEL_HEADER}: it would be listed as a model")
+        return self
+
+
+def _default_anchor() -> Anchor:
+    return Anchor()
+
+
+def _default_api_versions() -> APIVersions:
+    return APIVersions()
+
+
+def _default_xr_type() -> XRType:
+    return XRType()
+
+
+# Envoy AI Gateway (v1.1.0+) stamps this on the pod template when it rolls
+# pods for an effective route; with the anchor present it means "rolled with
+# the ext-proc sidecar".
+DEFAULT_EXTPROC_MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
+
+
+class Input(Model):
+    api_version: Literal["gatewayreadiness.fn.crossplane.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Input"]
+    metadata: dict[str, object] | None = None
+    compose: Composes
+    anchor: Anchor = Field(default_factory=_default_anchor)
+    # Empty string disables the marker clause (for Envoy AI Gateway < v1.1.0).
+    ext_proc_marker_annotation: Annotated[
+        str, Field(max_length=316, pattern="^$|" + ANNOTATION_KEY[1:].join("()") + "$")
+    ] = DEFAULT_EXTPROC_MARKER
+    api_versions: APIVersions = Field(default_factory=_default_api_versions)
+    gateway_type: XRType = Field(default_factory=_default_xr_type)
+
+
+# --- errors -----------------------------------------------------------------
+
+
+class InvalidError(ValueError):
+    """A request the function refuses; the message names the field."""
+
+
+# pydantic puts union members and validator names into an error's location
+# ("function-after[...]", "constrained-str", "literal['']"); they mean nothing
+# to a user, and no field of ours is spelt like them.
+_NOT_A_FIELD = re.compile(r"^(str|int|float|bool|none|constrained-.*|literal\[.*|function-.*|.*\[.*)$")
+
+
+def _location(prefix: str, loc: tuple[int | str, ...]) -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not _NOT_A_FIELD.match(part):
+            path += f".{part}"
+    return path
+
+
+def describe(prefix: str, error: ValidationError) -> str:
+    """One clause per problem: `spec.listeners[0].port: Input should be ...`."""
+    problems = {
+        f"{_location(prefix, tuple(item['loc']))}: {item['msg'].removeprefix('Value error, ')}"
+        for item in error.errors(include_url=False)
+    }
+    return "; ".join(sorted(problems))

@@ -1,0 +1,92 @@
+"""RunFunction: validate the request, hand it to the composer the Input names.
+
+Thin on purpose: parsing and the composers live in their own modules. Two
+promises are kept here for both composers:
+
+- bad input (an invalid XR spec or Input) gets exactly one fatal result that
+  names the field; a fatal result stops Crossplane before garbage collection,
+  so existing resources are left untouched;
+- nothing unexpected escapes as a traceback: it is logged, and the caller
+  gets a fatal result with a one-line message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from pydantic import ValidationError
+
+from function import gateway, route
+from function.api import Composes, InferenceGatewaySpec, Input, InvalidError, ModelRouteSpec, describe
+from function.outcome import Outcome, write
+
+
+def _parse_input(req: fnv1.RunFunctionRequest) -> Input:
+    if not req.HasField("input"):
+        raise InvalidError("input: the function needs an Input (gatewayreadiness.fn.crossplane.io/v1alpha1)")
+    try:
+        return Input.model_validate(resource.struct_to_dict(req.input))
+    except ValidationError as e:
+        raise InvalidError(describe("input", e)) from None
+
+
+def _spec(xr: dict[str, Any]) -> dict[str, Any]:
+    spec = xr.get("spec")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise InvalidError("spec: must be an object")
+    # Crossplane's own fields on a v2 XR (crossplane.compositionRef and the
+    # like) are not ours to validate.
+    return {k: v for k, v in spec.items() if k != "crossplane"}
+
+
+def run(req: fnv1.RunFunctionRequest) -> Outcome:
+    """Compose for one request; raises InvalidError for bad input."""
+    inp = _parse_input(req)
+    xr = resource.struct_to_dict(req.observed.composite.resource)
+    metadata = xr.get("metadata")
+    if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("namespace"):
+        raise InvalidError(
+            "metadata: the XR needs a name and a namespace (the XRDs are namespaced, Crossplane v2)"
+        )
+    observed = {
+        name: resource.struct_to_dict(item.resource)
+        for name, item in req.observed.resources.items()
+    }
+    try:
+        if inp.compose is Composes.GATEWAY:
+            return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
+        required = {
+            name: [resource.struct_to_dict(item.resource) for item in items.items]
+            for name, items in req.required_resources.items()
+        }
+        return route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)
+    except ValidationError as e:
+        raise InvalidError(describe("spec", e)) from None
+
+
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
+    """The gRPC servicer Crossplane calls."""
+
+    def __init__(self) -> None:
+        self.log = logging.get_logger()
+
+    async def RunFunction(
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None
+    ) -> fnv1.RunFunctionResponse:
+        rsp = response.to(req)
+        try:
+            write(run(req), rsp)
+        except InvalidError as e:
+            response.fatal(rsp, str(e))
+        except Exception as e:  # one bad request must never take the server down
+            self.log.exception("unexpected error composing", tag=req.meta.tag)
+            # A fresh response: nothing half-written leaks out with the fatal.
+            rsp = response.to(req)
+            response.fatal(rsp, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
+        return rsp

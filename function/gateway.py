@@ -1,0 +1,336 @@
+"""Compose an InferenceGateway: Gateway, EnvoyProxy, anchor route and observer.
+
+Why each piece exists:
+
+- The **EnvoyProxy** carries replicas and the PodDisruptionBudget, and in
+  Pinned mode the Deployment's name, so the observer knows what to watch
+  without guessing Envoy Gateway's hash.
+- The **Gateway** is what model routes attach to.
+- The **anchor** AIGatewayRoute keeps one effective route attached for the
+  gateway's whole life. Without it, removing the last model route makes Envoy
+  AI Gateway roll the Envoy pods to drop the ext-proc sidecar, and the next
+  model route is served by sidecar-less pods (HTTP 500) until a second rollout
+  finishes. It matches one exact header that is not the model header, so it
+  never appears in `/v1/models`, and a value no client sends.
+- The **observer** is an observe-only, watched Object on the Envoy Deployment
+  whose CEL query says when the rollout is finished with the sidecar in.
+
+GatewayReady is True only when all of these are in effect. Every composed
+resource is emitted on every call, whatever is missing or unready: a missing
+resource changes the condition, never the desired state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function import naming, readiness
+from function.api import MODEL_HEADER, InferenceGatewaySpec, Input, Listener
+from function.conditions import GATEWAY_READY, GatewayReason, Verdict
+from function.objects import target_ref, wrap
+from function.outcome import Outcome
+from function.readiness import RolloutState
+
+# composition-resource-names: stable keys Crossplane tracks composed resources by.
+ENVOY_PROXY = "envoy-proxy"
+GATEWAY = "gateway"
+ANCHOR = "anchor-route"
+OBSERVER = "envoy-deployment"
+
+# The condition each controller sets when a resource is in effect.
+_PROGRAMMED = "Programmed"
+_ACCEPTED = "Accepted"
+# provider-kubernetes' message when an observe-only target is missing
+# (crossplane-runtime's managed reconciler, errExternalResourceNotExist).
+_NOT_EXIST = "does not exist"
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """Names and places everything for one InferenceGateway; pure, derived from the XR."""
+
+    xr_name: str
+    xr_namespace: str
+    spec: InferenceGatewaySpec
+    inp: Input
+
+    @property
+    def namespace(self) -> str:
+        return self.spec.namespace or self.xr_namespace
+
+    @property
+    def gateway_name(self) -> str:
+        return self.xr_name
+
+    @property
+    def deployment(self) -> tuple[str, str]:
+        return naming.deployment_ref(
+            self.spec.envoy.deployment_naming,
+            gateway_namespace=self.namespace,
+            gateway_name=self.gateway_name,
+            envoy_gateway_namespace=self.spec.envoy.gateway_namespace,
+        )
+
+    @property
+    def anchor_value(self) -> str:
+        # Deterministic per gateway (so the desired state is stable) and
+        # meaningless to any client, which would get a 500 if it sent it.
+        digest = hashlib.sha256(f"{self.namespace}/{self.gateway_name}".encode()).hexdigest()
+        return f"never-sent-{digest[:32]}"
+
+    def object_name(self, suffix: str) -> str:
+        return naming.bounded_name(self.xr_name, suffix)
+
+
+# --- builders: typed plan in, manifest out ---------------------------------------
+
+
+def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
+    envoy = plan.spec.envoy
+    deployment: dict[str, Any] = {"replicas": envoy.replicas}
+    if envoy.deployment_naming is naming.DeploymentNaming.PINNED:
+        deployment["name"] = plan.deployment[1]
+    pdb = envoy.pod_disruption_budget
+    budget = (
+        {"minAvailable": pdb.min_available}
+        if pdb.min_available is not None
+        else {"maxUnavailable": pdb.max_unavailable}
+    )
+    manifest = target_ref(
+        plan.inp.api_versions.envoy_gateway, "EnvoyProxy", plan.gateway_name, plan.namespace
+    )
+    manifest["spec"] = {
+        "provider": {
+            "type": "Kubernetes",
+            "kubernetes": {"envoyDeployment": deployment, "envoyPDB": budget},
+        }
+    }
+    return manifest
+
+
+def _listener(listener: Listener) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": listener.name,
+        "protocol": listener.protocol,
+        "port": listener.port,
+        "allowedRoutes": {"namespaces": {"from": listener.allowed_routes}},
+    }
+    if listener.hostname is not None:
+        out["hostname"] = listener.hostname
+    if listener.tls is not None:
+        refs = []
+        for ref in listener.tls.certificate_refs:
+            item: dict[str, Any] = {"group": "", "kind": "Secret", "name": ref.name}
+            if ref.namespace is not None:
+                item["namespace"] = ref.namespace
+            refs.append(item)
+        out["tls"] = {"mode": "Terminate", "certificateRefs": refs}
+    return out
+
+
+def build_gateway(plan: GatewayPlan) -> dict[str, Any]:
+    manifest = target_ref(
+        plan.inp.api_versions.gateway_api, "Gateway", plan.gateway_name, plan.namespace
+    )
+    manifest["spec"] = {
+        "gatewayClassName": plan.spec.gateway_class_name,
+        "infrastructure": {
+            "parametersRef": {
+                "group": "gateway.envoyproxy.io",
+                "kind": "EnvoyProxy",
+                "name": plan.gateway_name,
+            }
+        },
+        "listeners": [_listener(listener) for listener in plan.spec.listeners],
+    }
+    return manifest
+
+
+def build_anchor(plan: GatewayPlan) -> dict[str, Any]:
+    header = plan.inp.anchor.header_name
+    if header == MODEL_HEADER:  # Input validation forbids it; never list the anchor.
+        raise ValueError(f"anchor header must not be {MODEL_HEADER}")
+    manifest = target_ref(
+        plan.inp.api_versions.ai_gateway,
+        "AIGatewayRoute",
+        naming.bounded_name(plan.gateway_name, "anchor"),
+        plan.namespace,
+    )
+    manifest["spec"] = {
+        "parentRefs": [
+            {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}
+        ],
+        # One rule with a header match (a rule without matches would become a
+        # catch-all `/` prefix) and no backendRefs: it exists only to keep the
+        # Gateway's route count above zero.
+        "rules": [
+            {"matches": [{"headers": [{"type": "Exact", "name": header, "value": plan.anchor_value}]}]}
+        ],
+    }
+    return manifest
+
+
+def build_observer_target(plan: GatewayPlan) -> dict[str, Any]:
+    namespace, name = plan.deployment
+    # Only identity: an observe-only Object must not carry desired fields, and
+    # provider watches match on metadata.namespace, so it is always explicit.
+    return target_ref("apps/v1", "Deployment", name, namespace)
+
+
+def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
+    """Every composed resource of the gateway, keyed by composition-resource-name."""
+    provider = plan.spec.provider_config_ref
+    ns = plan.xr_namespace
+    return {
+        ENVOY_PROXY: wrap(
+            name=plan.object_name("envoyproxy"),
+            namespace=ns,
+            manifest=build_envoy_proxy(plan),
+            provider_config=provider,
+        ),
+        GATEWAY: wrap(
+            name=plan.object_name("gateway"),
+            namespace=ns,
+            manifest=build_gateway(plan),
+            provider_config=provider,
+            cel_query=readiness.condition_true_query(_PROGRAMMED),
+        ),
+        ANCHOR: wrap(
+            name=plan.object_name("anchor"),
+            namespace=ns,
+            manifest=build_anchor(plan),
+            provider_config=provider,
+            cel_query=readiness.condition_true_query(_ACCEPTED),
+        ),
+        OBSERVER: wrap(
+            name=plan.object_name("envoy-deployment"),
+            namespace=ns,
+            manifest=build_observer_target(plan),
+            provider_config=provider,
+            cel_query=readiness.deployment_rollout_query(
+                plan.spec.envoy.availability_policy, plan.inp.ext_proc_marker_annotation
+            ),
+            observe_only=True,
+        ),
+    }
+
+
+# --- readiness ---------------------------------------------------------------------
+
+
+def _ready(observed: Mapping[str, Any] | None) -> bool:
+    return readiness.condition_is_true(observed, "Ready")
+
+
+def _observer_verdict(plan: GatewayPlan, observer: Mapping[str, Any] | None) -> Verdict:
+    namespace, name = plan.deployment
+    where = f"Deployment {namespace}/{name}"
+    manifest = readiness.observed_manifest(observer)
+    if manifest is None:
+        synced = readiness.condition(observer, "Synced")
+        if synced is not None and synced.get("status") == "False":
+            message = str(synced.get("message", ""))
+            if _NOT_EXIST in message:
+                return _not_ready(
+                    GatewayReason.DEPLOYMENT_NOT_FOUND,
+                    f"{where} does not exist; check spec.envoy.deploymentNaming and "
+                    "spec.envoy.envoyGatewayNamespace",
+                )
+            return _not_ready(
+                GatewayReason.NOT_YET_OBSERVED,
+                f"provider-kubernetes cannot observe {where}: {message}",
+            )
+        return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
+    state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
+    waiting = state.waiting_for(plan.spec.envoy.availability_policy)
+    if waiting is not None:
+        return _not_ready(GatewayReason.ROLLING_OUT, f"{where} is rolling out: {waiting}")
+    if not state.marker_present:
+        return _not_ready(
+            GatewayReason.EXT_PROC_NOT_INJECTED,
+            f"{where} has finished rolling out but its pod template lacks "
+            f"{plan.inp.ext_proc_marker_annotation}: Envoy AI Gateway has not rolled it "
+            "with the ext-proc sidecar yet",
+        )
+    if not _ready(observer):
+        # Our reading says done; the provider's CEL evaluation has not caught up.
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"{where} looks rolled out ({state.summary()}); waiting for provider-kubernetes "
+            "to report it Ready",
+        )
+    return Verdict(GATEWAY_READY, True, GatewayReason.AVAILABLE, f"{where}: {state.summary()}")
+
+
+def _not_ready(reason: GatewayReason, message: str) -> Verdict:
+    return Verdict(GATEWAY_READY, False, reason, message)
+
+
+def derive_verdict(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """GatewayReady: Gateway Programmed, anchor Accepted, rollout finished; first failure wins."""
+    gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
+    gateway = observed.get(GATEWAY)
+    if not _ready(gateway):
+        state = "has not been created yet" if gateway is None else "is not Programmed"
+        return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
+    anchor = observed.get(ANCHOR)
+    if not _ready(anchor):
+        state = "has not been created yet" if anchor is None else "is not Accepted"
+        return _not_ready(
+            GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
+        )
+    return _observer_verdict(plan, observed.get(OBSERVER))
+
+
+def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What a ModelRoute needs to attach, and what an operator needs to see."""
+    gateway: dict[str, Any] = {
+        "name": plan.gateway_name,
+        "namespace": plan.namespace,
+        "listener": plan.spec.listeners[0].name,
+    }
+    addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
+    if isinstance(addresses, list):
+        values = [a.get("value") for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)]
+        if values:
+            gateway["address"] = values[0]
+    namespace, name = plan.deployment
+    deployment: dict[str, Any] = {"name": name, "namespace": namespace}
+    manifest = readiness.observed_manifest(observed.get(OBSERVER))
+    if manifest is not None:
+        state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
+        deployment |= {
+            "replicas": state.desired,
+            "updatedReplicas": state.updated,
+            "availableReplicas": state.available,
+            "extProcInjected": state.marker_present,
+        }
+    return {"gateway": gateway, "deployment": deployment}
+
+
+def compose(
+    xr: Mapping[str, Any],
+    spec: InferenceGatewaySpec,
+    inp: Input,
+    observed: Mapping[str, Mapping[str, Any]],
+) -> Outcome:
+    """The whole InferenceGateway composition for one call."""
+    metadata = xr.get("metadata") or {}
+    plan = GatewayPlan(
+        xr_name=str(metadata.get("name", "")),
+        xr_namespace=str(metadata.get("namespace", "")),
+        spec=spec,
+        inp=inp,
+    )
+    outcome = Outcome(resources=build_objects(plan))
+    outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
+    verdict = derive_verdict(plan, observed)
+    outcome.verdict = verdict
+    outcome.status = _status(plan, observed)
+    if verdict.changed_from(xr):
+        severity = "Normal" if verdict.ready else "Warning"
+        outcome.results.append((severity, verdict.reason, f"{GATEWAY_READY}: {verdict.message}"))
+    return outcome

@@ -1,0 +1,21 @@
+"""The function's server CLI: the SDK's standard flags and environment variables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from crossplane.function import cli as sdkcli
+
+from function import fn
+
+
+@click.command()
+@sdkcli.standard_options
+def cli(**kwargs: Any) -> None:
+    """Serve function-gateway-readiness over gRPC for Crossplane."""
+    sdkcli.run(fn.FunctionRunner(), **kwargs)
+
+
+if __name__ == "__main__":
+    cli()

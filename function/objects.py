@@ -1,0 +1,64 @@
+"""provider-kubernetes Objects: the envelope every composed manifest travels in.
+
+A namespaced XR composes only namespaced resources in its own namespace, so
+everything is a `kubernetes.m.crossplane.io/v1alpha1` Object; the manifest
+inside names its own target namespace (the Gateway's, Envoy Gateway's).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from function.api import ProviderConfigRef
+
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+
+
+class Policy(StrEnum):
+    """The provider's readiness policies that this function uses."""
+
+    SUCCESSFUL_CREATE = "SuccessfulCreate"
+    CEL = "DeriveFromCelQuery"
+
+
+def wrap(
+    *,
+    name: str,
+    namespace: str,
+    manifest: dict[str, Any],
+    provider_config: ProviderConfigRef,
+    cel_query: str | None = None,
+    observe_only: bool = False,
+) -> dict[str, Any]:
+    """An Object managing (or, observe-only, watching) one manifest."""
+    spec: dict[str, Any] = {
+        "forProvider": {"manifest": manifest},
+        "providerConfigRef": {"kind": provider_config.kind, "name": provider_config.name},
+    }
+    if cel_query is None:
+        spec["readiness"] = {"policy": Policy.SUCCESSFUL_CREATE.value}
+    else:
+        spec["readiness"] = {"policy": Policy.CEL.value, "celQuery": cel_query}
+    if observe_only:
+        # Observe never creates, updates or deletes the target: the Envoy
+        # Deployment belongs to Envoy Gateway. Watching makes the provider
+        # re-read it on every change instead of every poll interval (honoured
+        # when provider-kubernetes runs with --enable-watches).
+        spec["managementPolicies"] = ["Observe"]
+        spec["watch"] = True
+    return {
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def target_ref(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The identifying part of a manifest."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+    }

@@ -1,0 +1,91 @@
+"""What a composer decided, as plain data, and how it becomes a response.
+
+Composers are pure: they read plain dicts and return an Outcome. Only this
+module touches the protobuf response, so every composer test compares plain
+data and the gRPC path is exercised once, the same way for both composers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.conditions import Verdict
+
+_SEVERITY = {
+    "Normal": fnv1.SEVERITY_NORMAL,
+    "Warning": fnv1.SEVERITY_WARNING,
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A required resource, fetched by Crossplane before the next call."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+
+
+@dataclass
+class Outcome:
+    # composition-resource-name -> the desired composed resource.
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # composition-resource-name -> whether that resource is ready.
+    ready: dict[str, bool] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None
+    # (severity, reason, message) of events to emit.
+    results: list[tuple[str, str, str]] = field(default_factory=list)
+    requirements: dict[str, Requirement] = field(default_factory=dict)
+
+    def keep(self, name: str, observed: dict[str, Any]) -> None:
+        """Emit an observed composed resource again, as it was desired before.
+
+        Only what a function may desire (apiVersion, kind, metadata name and
+        namespace, spec) is carried over; status belongs to the provider.
+        """
+        metadata = observed.get("metadata") or {}
+        kept: dict[str, Any] = {
+            "apiVersion": observed.get("apiVersion"),
+            "kind": observed.get("kind"),
+            "metadata": {k: metadata[k] for k in ("name", "namespace") if k in metadata},
+        }
+        if "spec" in observed:
+            kept["spec"] = observed["spec"]
+        self.resources[name] = kept
+
+
+def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
+    """Write an Outcome into a response that already carries the request's desired state."""
+    for name in sorted(outcome.resources):
+        entry = rsp.desired.resources[name]
+        entry.resource.CopyFrom(resource.dict_to_struct(outcome.resources[name]))
+        entry.ready = fnv1.READY_TRUE if outcome.ready.get(name) else fnv1.READY_FALSE
+    if outcome.status:
+        resource.update(rsp.desired.composite, {"status": outcome.status})
+    if outcome.verdict is not None:
+        verdict = outcome.verdict
+        response.set_conditions(
+            rsp,
+            resource.Condition(
+                typ=verdict.type,
+                status=verdict.status,
+                reason=verdict.reason,
+                message=verdict.message,
+            ),
+        )
+        # The XR's Ready follows this condition, whatever the composed
+        # resources' own readiness says.
+        rsp.desired.composite.ready = fnv1.READY_TRUE if verdict.ready else fnv1.READY_FALSE
+    for severity, reason, message in outcome.results:
+        rsp.results.append(fnv1.Result(severity=_SEVERITY[severity], reason=reason, message=message))
+    for key in sorted(outcome.requirements):
+        req = outcome.requirements[key]
+        response.require_resources(
+            rsp, key, req.api_version, req.kind, match_name=req.name, namespace=req.namespace
+        )

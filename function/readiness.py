@@ -1,0 +1,181 @@
+"""Readiness: the CEL queries provider-kubernetes evaluates, and what we read back.
+
+provider-kubernetes evaluates `spec.readiness.celQuery` with cel-go in an
+environment that declares one variable, `object`, of type dyn, after the
+observed object went through JSON into a Go map. Three consequences shape
+every query here:
+
+- the query must be *statically* boolean, or the Object silently never
+  becomes Ready, so every clause is a comparison, `has()` or `in`;
+- every number is a double, so numbers are compared field to field, or
+  through `int()`, never against an int literal (`1 <= 1.0` errors in cel-go);
+- status fields with zero values are omitted and `has()` on a missing
+  intermediate map is an error in cel-go, so every step of every path is
+  guarded with `has()`.
+
+The Python side reads the same manifest (from `status.atProvider.manifest`) to
+explain, with numbers, what the query is waiting for. The decision itself is
+the provider's: the observer Object's Ready condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.api import AvailabilityPolicy
+
+
+def _has_path(root: str, path: str) -> str:
+    """`has(root.a) && has(root.a.b) && ...` for every step of the path."""
+    steps = path.split(".")
+    return " && ".join(f"has({'.'.join([root, *steps[: i + 1]])})" for i in range(len(steps)))
+
+
+def condition_true_query(condition_type: str) -> str:
+    """True when the object has condition `condition_type` with status True.
+
+    Used for the Gateway (`Programmed`) and every AI Gateway kind (`Accepted`):
+    the controllers set those conditions and nothing else says "in effect".
+    """
+    return (
+        f"{_has_path('object', 'status.conditions')} && "
+        f"object.status.conditions.exists(c, has(c.type) && c.type == '{condition_type}' "
+        f"&& has(c.status) && c.status == 'True')"
+    )
+
+
+def deployment_rollout_query(policy: AvailabilityPolicy, marker_annotation: str) -> str:
+    """True only when the Envoy Deployment's rollout is finished and serving.
+
+    Each clause guards against one way an unfinished rollout looks finished.
+    """
+    clauses = [
+        # The controller has seen the current spec: status numbers describe
+        # the template we care about, not the previous one.
+        _has_path("object", "metadata.generation"),
+        _has_path("object", "status.observedGeneration"),
+        "object.status.observedGeneration >= object.metadata.generation",
+        # No pod of an old template is running (they lack the sidecar when the
+        # rollout is the one that injects it): every non-terminated pod is an
+        # updated one. Zero counts are omitted, hence the has() guards.
+        "has(object.status.replicas)",
+        "has(object.status.updatedReplicas)",
+        "object.status.updatedReplicas == object.status.replicas",
+        # Something serves: a gateway with no available pod is not ready.
+        "has(object.status.availableReplicas)",
+        "int(object.status.availableReplicas) >= 1",
+    ]
+    if policy is AvailabilityPolicy.ALL:
+        # Every desired replica runs the current template and is available,
+        # as `kubectl rollout status` waits for.
+        clauses += [
+            _has_path("object", "spec.replicas"),
+            "object.status.updatedReplicas == object.spec.replicas",
+            "object.status.availableReplicas == object.spec.replicas",
+        ]
+    if marker_annotation:
+        # Envoy AI Gateway stamped the template when it rolled pods for an
+        # effective route: the pods were created with the ext-proc sidecar.
+        clauses += [
+            _has_path("object", "spec.template.metadata.annotations"),
+            f"'{marker_annotation}' in object.spec.template.metadata.annotations",
+        ]
+    return " && ".join(clauses)
+
+
+# --- reading observed Objects ---------------------------------------------------
+
+
+def get_path(obj: Mapping[str, Any] | None, *path: str) -> Any:
+    """obj[path[0]][path[1]]..., or None where any step is missing or not a map."""
+    current: Any = obj
+    for step in path:
+        if not isinstance(current, Mapping):
+            return None
+        current = current.get(step)
+    return current
+
+
+def condition(obj: Mapping[str, Any] | None, condition_type: str) -> Mapping[str, Any] | None:
+    """The condition of that type in obj.status.conditions, if well formed."""
+    conditions = get_path(obj, "status", "conditions")
+    if not isinstance(conditions, list):
+        return None
+    for item in conditions:
+        if isinstance(item, Mapping) and item.get("type") == condition_type:
+            return item
+    return None
+
+
+def condition_is_true(obj: Mapping[str, Any] | None, condition_type: str) -> bool:
+    found = condition(obj, condition_type)
+    return found is not None and found.get("status") == "True"
+
+
+def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The target object as provider-kubernetes last observed it."""
+    manifest = get_path(obj, "status", "atProvider", "manifest")
+    return manifest if isinstance(manifest, Mapping) else None
+
+
+def _count(value: Any) -> int:
+    """A replica count from JSON: absent means zero, as Kubernetes omits zeros."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RolloutState:
+    """The numbers of an observed Deployment, zero where Kubernetes omitted them."""
+
+    generation: int
+    observed_generation: int
+    desired: int
+    replicas: int
+    updated: int
+    available: int
+    marker_present: bool
+
+    @classmethod
+    def read(cls, deployment: Mapping[str, Any], marker_annotation: str) -> RolloutState:
+        annotations = get_path(deployment, "spec", "template", "metadata", "annotations")
+        marker = bool(marker_annotation) and isinstance(annotations, Mapping) and marker_annotation in annotations
+        return cls(
+            generation=_count(get_path(deployment, "metadata", "generation")),
+            observed_generation=_count(get_path(deployment, "status", "observedGeneration")),
+            desired=_count(get_path(deployment, "spec", "replicas")),
+            replicas=_count(get_path(deployment, "status", "replicas")),
+            updated=_count(get_path(deployment, "status", "updatedReplicas")),
+            available=_count(get_path(deployment, "status", "availableReplicas")),
+            marker_present=marker or not marker_annotation,
+        )
+
+    def waiting_for(self, policy: AvailabilityPolicy) -> str | None:
+        """What the rollout query waits for, in words with numbers; None if nothing.
+
+        Mirrors `deployment_rollout_query` clause by clause, so the message
+        names the clause that is false.
+        """
+        if self.generation == 0 or self.observed_generation < self.generation:
+            return (
+                f"the Deployment controller has not observed generation {self.generation} "
+                f"(observed {self.observed_generation})"
+            )
+        if self.replicas == 0 or self.updated != self.replicas:
+            return f"{self.updated} of {self.replicas} pods run the current template"
+        if self.available < 1:
+            return f"0 of {self.replicas} pods are available"
+        if policy is AvailabilityPolicy.ALL and (
+            self.updated != self.desired or self.available != self.desired
+        ):
+            return (
+                f"{self.available} of {self.desired} desired pods are available "
+                f"({self.updated} run the current template)"
+            )
+        return None
+
+    def summary(self) -> str:
+        return f"{self.updated} updated, {self.available} available of {self.desired} desired"

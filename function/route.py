@@ -1,0 +1,338 @@
+"""Compose a ModelRoute: per-model AIGatewayRoute and backends, whatever the gateway's state.
+
+The decision this module rests on: **composition never depends on gateway
+readiness.** Withholding the route while the gateway is not ready makes
+Crossplane garbage-collect it, so one Envoy pod restarting would take every
+model offline. The anchor route makes a model route created during a rollout
+harmless (the sidecar is never removed), so routes are always composed, and
+only the RoutingReady condition follows GatewayReady.
+
+The one input a route cannot do without is where to attach: the Gateway's
+name, namespace and listener, which the InferenceGateway publishes in its
+status. If that cannot be read, a route composed before is emitted again
+exactly as observed (never fewer desired resources than observed), and a
+route never composed stays uncomposed until the gateway can be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function import naming, readiness
+from function.api import MODEL_HEADER, Backend, Input, ModelRouteSpec
+from function.conditions import GATEWAY_READY, ROUTING_READY, RoutingReason, Verdict
+from function.objects import target_ref, wrap
+from function.outcome import Outcome, Requirement
+
+# The requirement key under which Crossplane hands us the InferenceGateway.
+GATEWAY_REQUIREMENT = "inference-gateway"
+
+# composition-resource-names. Per-backend names carry the backend's name, so a
+# backend taken out of the spec is recognisable among the observed resources.
+ROUTE = "route"
+BACKEND_PREFIX = "backend-"
+SERVICE_BACKEND_PREFIX = "service-backend-"
+SECURITY_POLICY_PREFIX = "security-policy-"
+
+_ACCEPTED = "Accepted"
+_BACKEND_GROUP = "gateway.envoyproxy.io"
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Where the route attaches, as the InferenceGateway publishes it."""
+
+    name: str
+    namespace: str
+    listener: str | None
+    address: str | None
+
+
+@dataclass(frozen=True)
+class GatewayView:
+    """What this call knows about the InferenceGateway."""
+
+    attachment: Attachment | None
+    # The gateway's GatewayReady condition, if it has one.
+    ready: Mapping[str, Any] | None
+    # Why attachment is None, in words.
+    missing: str
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def read_gateway(
+    required: Mapping[str, list[dict[str, Any]]], ref: Requirement
+) -> GatewayView:
+    where = f"{ref.kind} {ref.namespace}/{ref.name}"
+    if GATEWAY_REQUIREMENT not in required:
+        return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
+    items = required[GATEWAY_REQUIREMENT]
+    if not items:
+        return GatewayView(None, None, f"{where} not found")
+    gw = items[0]
+    status = readiness.get_path(gw, "status", "gateway")
+    name = _str(readiness.get_path(status, "name"))
+    namespace = _str(readiness.get_path(status, "namespace"))
+    ready = readiness.condition(gw, GATEWAY_READY)
+    if name is None or namespace is None:
+        return GatewayView(None, ready, f"{where} has not published status.gateway (name, namespace) yet")
+    attachment = Attachment(
+        name=name,
+        namespace=namespace,
+        listener=_str(readiness.get_path(status, "listener")),
+        address=_str(readiness.get_path(status, "address")),
+    )
+    return GatewayView(attachment, ready, "")
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    xr_name: str
+    xr_namespace: str
+    spec: ModelRouteSpec
+    inp: Input
+
+    @property
+    def model(self) -> str:
+        return self.spec.model or f"{self.xr_namespace}/{self.xr_name}"
+
+    def target_name(self, backend: Backend) -> str:
+        return naming.bounded_name(self.xr_name, backend.name)
+
+    def object_name(self, *suffix: str) -> str:
+        return naming.bounded_name(self.xr_name, *suffix)
+
+
+# --- builders ----------------------------------------------------------------------
+
+
+def build_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+    endpoint = backend.endpoint
+    if endpoint.hostname is not None:
+        address: dict[str, Any] = {"fqdn": {"hostname": endpoint.hostname, "port": endpoint.port}}
+    else:
+        address = {"ip": {"address": endpoint.ip, "port": endpoint.port}}
+    manifest = target_ref(
+        plan.inp.api_versions.envoy_gateway, "Backend", plan.target_name(backend), plan.xr_namespace
+    )
+    spec: dict[str, Any] = {"endpoints": [address]}
+    if backend.tls is not None:
+        tls: dict[str, Any] = {}
+        if backend.tls.ca_config_map_ref is not None:
+            tls["caCertificateRefs"] = [
+                {"group": "", "kind": "ConfigMap", "name": backend.tls.ca_config_map_ref.name}
+            ]
+        else:
+            tls["wellKnownCACertificates"] = "System"
+        if backend.tls.sni is not None:
+            tls["sni"] = backend.tls.sni
+        spec["tls"] = tls
+    manifest["spec"] = spec
+    return manifest
+
+
+def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+    manifest = target_ref(
+        plan.inp.api_versions.ai_gateway, "AIServiceBackend", plan.target_name(backend), plan.xr_namespace
+    )
+    schema: dict[str, Any] = {"name": backend.schema_.name}
+    if backend.schema_.prefix is not None:
+        schema["prefix"] = backend.schema_.prefix
+    manifest["spec"] = {
+        "schema": schema,
+        "backendRef": {"group": _BACKEND_GROUP, "kind": "Backend", "name": plan.target_name(backend)},
+    }
+    return manifest
+
+
+def build_security_policy(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+    if backend.api_key_secret_ref is None:
+        raise ValueError(f"backend {backend.name} has no apiKeySecretRef")
+    manifest = target_ref(
+        plan.inp.api_versions.ai_gateway,
+        "BackendSecurityPolicy",
+        plan.target_name(backend),
+        plan.xr_namespace,
+    )
+    manifest["spec"] = {
+        "targetRefs": [
+            {
+                "group": "aigateway.envoyproxy.io",
+                "kind": "AIServiceBackend",
+                "name": plan.target_name(backend),
+            }
+        ],
+        "type": "APIKey",
+        "apiKey": {"secretRef": {"name": backend.api_key_secret_ref.name}},
+    }
+    return manifest
+
+
+def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
+    parent: dict[str, Any] = {
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": attachment.name,
+        "namespace": attachment.namespace,
+    }
+    if attachment.listener is not None:
+        parent["sectionName"] = attachment.listener
+    rule: dict[str, Any] = {
+        # Exactly the model header: this is what `/v1/models` lists.
+        "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": plan.model}]}],
+        "backendRefs": [
+            {"name": plan.target_name(b), "weight": b.weight, "priority": b.priority}
+            for b in plan.spec.backends
+        ],
+    }
+    if plan.spec.timeouts is not None and plan.spec.timeouts.request is not None:
+        rule["timeouts"] = {"request": plan.spec.timeouts.request}
+    manifest = target_ref(
+        plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.xr_name, plan.xr_namespace
+    )
+    manifest["spec"] = {"parentRefs": [parent], "rules": [rule]}
+    return manifest
+
+
+def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str, Any]]:
+    """Every composed resource of the route, keyed by composition-resource-name."""
+    provider = plan.spec.provider_config_ref
+    accepted = readiness.condition_true_query(_ACCEPTED)
+
+    def obj(name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        return wrap(
+            name=name,
+            namespace=plan.xr_namespace,
+            manifest=manifest,
+            provider_config=provider,
+            cel_query=accepted,
+        )
+
+    objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
+    for b in plan.spec.backends:
+        objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
+        objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
+            plan.object_name("service-backend", b.name), build_service_backend(plan, b)
+        )
+        if b.api_key_secret_ref is not None:
+            objects[SECURITY_POLICY_PREFIX + b.name] = obj(
+                plan.object_name("security-policy", b.name), build_security_policy(plan, b)
+            )
+    return objects
+
+
+def removed_by_spec(name: str, desired: Mapping[str, Any]) -> bool:
+    """True for an observed per-backend resource that the current spec no longer wants.
+
+    Only these may leave the desired state: a backend taken out of the spec,
+    or the security policy of a backend whose API key was taken out. Anything
+    else observed (a name this version does not know) is kept.
+    """
+    if name in desired:
+        return False
+    return any(name.startswith(p) for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX))
+
+
+# --- readiness ---------------------------------------------------------------------
+
+
+def _ready(observed: Mapping[str, Any] | None) -> bool:
+    return readiness.condition_is_true(observed, "Ready")
+
+
+def derive_verdict(
+    plan: RoutePlan,
+    view: GatewayView,
+    composed: Mapping[str, Any],
+    observed: Mapping[str, Mapping[str, Any]],
+) -> Verdict:
+    """RoutingReady: gateway readable and GatewayReady, route and backends Accepted."""
+    if view.attachment is None:
+        return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
+    gateway_ready = view.ready
+    if gateway_ready is None or gateway_ready.get("status") != "True":
+        reason = str((gateway_ready or {}).get("reason") or "Unknown")
+        message = str((gateway_ready or {}).get("message") or "no GatewayReady condition yet")
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.GATEWAY_NOT_READY,
+            f"gateway {view.attachment.namespace}/{view.attachment.name} is not ready: {reason}: {message}",
+        )
+    if not _ready(observed.get(ROUTE)):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.xr_name} is not Accepted yet",
+        )
+    waiting = sorted(name for name in composed if name != ROUTE and not _ready(observed.get(name)))
+    if waiting:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.BACKEND_NOT_ACCEPTED,
+            f"not Accepted yet: {', '.join(waiting)}",
+        )
+    return Verdict(
+        ROUTING_READY,
+        True,
+        RoutingReason.AVAILABLE,
+        f"model {plan.model} is served through gateway "
+        f"{view.attachment.namespace}/{view.attachment.name}",
+    )
+
+
+def compose(
+    xr: Mapping[str, Any],
+    spec: ModelRouteSpec,
+    inp: Input,
+    observed: Mapping[str, Mapping[str, Any]],
+    required: Mapping[str, list[dict[str, Any]]],
+) -> Outcome:
+    """The whole ModelRoute composition for one call."""
+    metadata = xr.get("metadata") or {}
+    plan = RoutePlan(
+        xr_name=str(metadata.get("name", "")),
+        xr_namespace=str(metadata.get("namespace", "")),
+        spec=spec,
+        inp=inp,
+    )
+    ref = Requirement(
+        api_version=inp.gateway_type.api_version,
+        kind=inp.gateway_type.kind,
+        name=spec.gateway_ref.name,
+        namespace=spec.gateway_ref.namespace or plan.xr_namespace,
+    )
+    # Declared on every call: Crossplane treats requirements as satisfied only
+    # when they are stable from one call to the next.
+    outcome = Outcome(requirements={GATEWAY_REQUIREMENT: ref})
+    view = read_gateway(required, ref)
+
+    composed: dict[str, Any] = {}
+    if view.attachment is not None:
+        composed = build_objects(plan, view.attachment)
+        outcome.resources = dict(composed)
+    for name in sorted(observed):
+        if name not in outcome.resources and (view.attachment is None or not removed_by_spec(name, composed)):
+            outcome.keep(name, dict(observed[name]))
+    outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
+
+    verdict = derive_verdict(plan, view, composed, observed)
+    outcome.verdict = verdict
+    status: dict[str, Any] = {"model": plan.model}
+    if view.attachment is not None:
+        gateway: dict[str, Any] = {"name": view.attachment.name, "namespace": view.attachment.namespace}
+        if view.attachment.address is not None:
+            gateway["address"] = view.attachment.address
+        status["gateway"] = gateway
+    outcome.status = status
+    if verdict.changed_from(xr):
+        severity = "Normal" if verdict.ready else "Warning"
+        outcome.results.append((severity, verdict.reason, f"{ROUTING_READY}: {verdict.message}"))
+    return outcome
