@@ -1,0 +1,77 @@
+"""Helpers shared by the tests: requests from plain dicts, YAML fixtures, CEL evaluators."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.fn import FunctionRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+GATEWAY_INPUT = {
+    "apiVersion": "gatewayreadiness.fn.crossplane.io/v1alpha1",
+    "kind": "Input",
+    "compose": "InferenceGateway",
+}
+ROUTE_INPUT = {
+    "apiVersion": "gatewayreadiness.fn.crossplane.io/v1alpha1",
+    "kind": "Input",
+    "compose": "ModelRoute",
+}
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+def by_resource_name(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d for d in docs}
+
+
+def make_request(
+    xr: dict[str, Any],
+    inp: dict[str, Any] | None,
+    observed: dict[str, dict[str, Any]] | None = None,
+    required: dict[str, list[dict[str, Any]]] | None = None,
+    desired: dict[str, dict[str, Any]] | None = None,
+) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag="test"))
+    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(xr))
+    if inp is not None:
+        req.input.CopyFrom(resource.dict_to_struct(inp))
+    for name, body in (observed or {}).items():
+        req.observed.resources[name].resource.CopyFrom(resource.dict_to_struct(body))
+    for name, body in (desired or {}).items():
+        req.desired.resources[name].resource.CopyFrom(resource.dict_to_struct(body))
+    for name, items in (required or {}).items():
+        bucket = req.required_resources[name]
+        for item in items:
+            bucket.items.add().resource.CopyFrom(resource.dict_to_struct(item))
+    return req
+
+
+def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    return asyncio.run(FunctionRunner().RunFunction(req, None))
+
+
+def desired(rsp: fnv1.RunFunctionResponse) -> dict[str, dict[str, Any]]:
+    return {name: resource.struct_to_dict(r.resource) for name, r in rsp.desired.resources.items()}
+
+
+def condition(rsp: fnv1.RunFunctionResponse, typ: str) -> fnv1.Condition:
+    found = [c for c in rsp.conditions if c.type == typ]
+    assert len(found) == 1, f"want exactly one {typ} condition, got {len(found)}"
+    return found[0]
+
+
+def as_production_json(obj: Any) -> Any:
+    """The object as provider-kubernetes hands it to cel-go: every number a double."""
+    return json.loads(json.dumps(obj), parse_float=float, parse_int=float)

@@ -1,0 +1,168 @@
+"""The readiness CEL queries under production typing, with both evaluators.
+
+provider-kubernetes (cel-go v0.29) sees every number as a double and treats
+an evaluation error as not ready. Each case is a Deployment (or a status)
+and the verdict a correct query must give; both evaluators must give it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
+from function.readiness import RolloutState, condition_true_query, deployment_rollout_query
+from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
+from tests.support import as_production_json
+
+AT_LEAST_ONE = AvailabilityPolicy.AT_LEAST_ONE
+ALL = AvailabilityPolicy.ALL
+MARKER = DEFAULT_EXTPROC_MARKER
+
+
+def deployment(
+    *,
+    generation: int | None = 2,
+    observed: int | None = 2,
+    desired: int | None = 2,
+    replicas: int = 2,
+    updated: int = 2,
+    available: int = 2,
+    marker: bool = True,
+    status: bool = True,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "envoy-platform-inference", "namespace": "envoy-gateway-system"}
+    if generation is not None:
+        metadata["generation"] = generation
+    spec: dict[str, Any] = {
+        "template": {"metadata": {"annotations": {MARKER: "abc"} if marker else {"other": "x"}}}
+    }
+    if desired is not None:
+        spec["replicas"] = desired
+    obj: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}
+    if status:
+        # Kubernetes omits zero-valued status fields.
+        s = {"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated, "availableReplicas": available}
+        obj["status"] = {k: v for k, v in s.items() if v}
+    return obj
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    obj: dict[str, Any]
+    policy: AvailabilityPolicy
+    want: bool
+    marker: str = MARKER
+
+
+CASES = [
+    Case("a Deployment with no status at all is not ready", deployment(status=False), AT_LEAST_ONE, False),
+    Case("an empty object is not ready", {}, AT_LEAST_ONE, False),
+    Case("a Deployment without metadata.generation is not ready", deployment(generation=None), AT_LEAST_ONE, False),
+    Case("a generation the controller has not observed is not ready", deployment(generation=3, observed=2), AT_LEAST_ONE, False),
+    Case("an old-template pod still running beside surged new ones is not ready", deployment(replicas=3, updated=1, available=2), AT_LEAST_ONE, False),
+    Case("an old-template pod still running is not ready under All either", deployment(replicas=3, updated=2, available=3), ALL, False),
+    Case("one of two pods available after a drain is ready under AtLeastOne", deployment(replicas=1, updated=1, available=1), AT_LEAST_ONE, True),
+    Case("one of two pods available after a drain is not ready under All", deployment(replicas=1, updated=1, available=1), ALL, False),
+    Case("all pods current and available is ready under AtLeastOne", deployment(), AT_LEAST_ONE, True),
+    Case("all pods current and available is ready under All", deployment(), ALL, True),
+    Case("zero replicas is not ready: nothing serves", deployment(desired=0, replicas=0, updated=0, available=0), AT_LEAST_ONE, False),
+    Case("zero replicas is not ready under All either", deployment(desired=0, replicas=0, updated=0, available=0), ALL, False),
+    Case("current pods none of them available is not ready", deployment(available=0), AT_LEAST_ONE, False),
+    Case("a template without the ext-proc marker is not ready", deployment(marker=False), AT_LEAST_ONE, False),
+    Case("a template without the marker is ready when the marker clause is disabled", deployment(marker=False), AT_LEAST_ONE, True, marker=""),
+    Case("a Deployment without spec.replicas is not ready under All", deployment(desired=None), ALL, False),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_rollout_query_under_production_typing(case: Case) -> None:
+    query = deployment_rollout_query(case.policy, case.marker)
+    obj = as_production_json(case.obj)
+    assert eval_reference(query, obj) is case.want, "cel-expr-python"
+    assert eval_celpy(query, obj) is case.want, "cel-python"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_python_reading_agrees_with_the_query(case: Case) -> None:
+    """The message's reading of the numbers says "done" exactly when the query does."""
+    state = RolloutState.read(case.obj, case.marker)
+    done = state.waiting_for(case.policy) is None and state.marker_present
+    assert done is case.want
+
+
+@pytest.mark.parametrize("policy", list(AvailabilityPolicy))
+@pytest.mark.parametrize("marker", [MARKER, ""])
+def test_rollout_query_is_statically_boolean(policy: AvailabilityPolicy, marker: str) -> None:
+    assert is_statically_bool(deployment_rollout_query(policy, marker))
+
+
+@pytest.mark.parametrize(
+    ("conditions", "want"),
+    [
+        pytest.param(None, False, id="no status is not in effect"),
+        pytest.param([], False, id="no conditions is not in effect"),
+        pytest.param([{"type": "Accepted", "status": "False"}], False, id="a False condition is not in effect"),
+        pytest.param([{"type": "Accepted"}], False, id="a condition without status is not in effect"),
+        pytest.param([{"status": "True"}], False, id="a condition without type is not in effect"),
+        pytest.param([{"type": "Other", "status": "True"}, {"type": "Accepted", "status": "True"}], True, id="Accepted True among others is in effect"),
+    ],
+)
+def test_condition_query(conditions: list[dict[str, Any]] | None, want: bool) -> None:
+    query = condition_true_query("Accepted")
+    assert is_statically_bool(query)
+    obj: dict[str, Any] = {"metadata": {"name": "x"}}
+    if conditions is not None:
+        obj["status"] = {"conditions": conditions}
+    assert eval_reference(query, as_production_json(obj)) is want
+    assert eval_celpy(query, as_production_json(obj)) is want
+
+
+def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
+
+counts = st.integers(min_value=0, max_value=6)
+
+
+@st.composite
+def random_deployments(draw: st.DrawFn) -> dict[str, Any]:
+    """Deployments with fields absent at random, as Kubernetes omits zeros."""
+    obj: dict[str, Any] = {}
+    if draw(st.booleans()):
+        meta: dict[str, Any] = {}
+        if (g := draw(_maybe(counts))) is not None:
+            meta["generation"] = g
+        obj["metadata"] = meta
+    if draw(st.booleans()):
+        spec: dict[str, Any] = {}
+        if (r := draw(_maybe(counts))) is not None:
+            spec["replicas"] = r
+        if draw(st.booleans()):
+            spec["template"] = {"metadata": {"annotations": {MARKER: "h"} if draw(st.booleans()) else {}}}
+        obj["spec"] = spec
+    if draw(st.booleans()):
+        status = {}
+        for key in ("observedGeneration", "replicas", "updatedReplicas", "availableReplicas"):
+            if (v := draw(_maybe(counts))) is not None:
+                status[key] = v
+        obj["status"] = status
+    return obj
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=random_deployments(), policy=st.sampled_from(list(AvailabilityPolicy)), marker=st.sampled_from([MARKER, ""]))
+def test_evaluators_and_python_reading_agree_on_random_deployments(
+    obj: dict[str, Any], policy: AvailabilityPolicy, marker: str
+) -> None:
+    query = deployment_rollout_query(policy, marker)
+    production = as_production_json(obj)
+    reference = eval_reference(query, production)
+    assert eval_celpy(query, production) is reference
+    state = RolloutState.read(obj, marker)
+    assert (state.waiting_for(policy) is None and state.marker_present) is reference
