@@ -38,3 +38,7 @@ test: lint typecheck unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Regenerate the expected render outputs after a deliberate change; review the diff.
+render-examples: $(STAMP)
+	UPDATE_EXPECTED=1 $(BIN)/python -m pytest -q tests/test_examples.py

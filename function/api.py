@@ -94,9 +94,7 @@ class Listener(Model):
     name: Name
     protocol: Literal["HTTP", "HTTPS"] = "HTTP"
     port: Port = 80
-    hostname: Annotated[str, Field(max_length=253, pattern=r"^(\*\.)?" + DNS_SUBDOMAIN[1:])] | None = (
-        None
-    )
+    hostname: Annotated[str, Field(max_length=253, pattern=r"^(\*\.)?" + DNS_SUBDOMAIN[1:])] | None = None
     tls: ListenerTLS | None = None
     # Model routes live in their teams' namespaces, so the default admits them.
     allowed_routes: Literal["All", "Same"] = "All"

@@ -21,7 +21,14 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from pydantic import ValidationError
 
 from function import gateway, route
-from function.api import Composes, InferenceGatewaySpec, Input, InvalidError, ModelRouteSpec, describe
+from function.api import (
+    Composes,
+    InferenceGatewaySpec,
+    Input,
+    InvalidError,
+    ModelRouteSpec,
+    describe,
+)
 from function.outcome import Outcome, write
 
 
@@ -54,10 +61,7 @@ def run(req: fnv1.RunFunctionRequest) -> Outcome:
         raise InvalidError(
             "metadata: the XR needs a name and a namespace (the XRDs are namespaced, Crossplane v2)"
         )
-    observed = {
-        name: resource.struct_to_dict(item.resource)
-        for name, item in req.observed.resources.items()
-    }
+    observed = {name: resource.struct_to_dict(item.resource) for name, item in req.observed.resources.items()}
     try:
         if inp.compose is Composes.GATEWAY:
             return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
@@ -76,8 +80,8 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     def __init__(self) -> None:
         self.log = logging.get_logger()
 
-    async def RunFunction(
-        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None
+    async def RunFunction(  # noqa: N802 - the gRPC method name
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext[Any, Any] | None
     ) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)
         try:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import naming, readiness
-from function.api import MODEL_HEADER, InferenceGatewaySpec, Input, Listener
+from function.api import MODEL_HEADER, DeploymentNaming, InferenceGatewaySpec, Input, Listener
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
 from function.objects import target_ref, wrap
 from function.outcome import Outcome
@@ -91,7 +91,7 @@ class GatewayPlan:
 def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
     envoy = plan.spec.envoy
     deployment: dict[str, Any] = {"replicas": envoy.replicas}
-    if envoy.deployment_naming is naming.DeploymentNaming.PINNED:
+    if envoy.deployment_naming is DeploymentNaming.PINNED:
         deployment["name"] = plan.deployment[1]
     pdb = envoy.pod_disruption_budget
     budget = (
@@ -132,9 +132,7 @@ def _listener(listener: Listener) -> dict[str, Any]:
 
 
 def build_gateway(plan: GatewayPlan) -> dict[str, Any]:
-    manifest = target_ref(
-        plan.inp.api_versions.gateway_api, "Gateway", plan.gateway_name, plan.namespace
-    )
+    manifest = target_ref(plan.inp.api_versions.gateway_api, "Gateway", plan.gateway_name, plan.namespace)
     manifest["spec"] = {
         "gatewayClassName": plan.spec.gateway_class_name,
         "infrastructure": {
@@ -160,9 +158,7 @@ def build_anchor(plan: GatewayPlan) -> dict[str, Any]:
         plan.namespace,
     )
     manifest["spec"] = {
-        "parentRefs": [
-            {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}
-        ],
+        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
         # One rule with a header match (a rule without matches would become a
         # catch-all `/` prefix) and no backendRefs: it exists only to keep the
         # Gateway's route count above zero.
@@ -225,7 +221,9 @@ def _ready(observed: Mapping[str, Any] | None) -> bool:
     return readiness.condition_is_true(observed, "Ready")
 
 
-def _observer_verdict(plan: GatewayPlan, observer: Mapping[str, Any] | None) -> Verdict:
+def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
+    plan: GatewayPlan, observer: Mapping[str, Any] | None
+) -> Verdict:
     namespace, name = plan.deployment
     where = f"Deployment {namespace}/{name}"
     manifest = readiness.observed_manifest(observer)
@@ -294,7 +292,9 @@ def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dic
     }
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
-        values = [a.get("value") for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)]
+        values = [
+            a.get("value") for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
+        ]
         if values:
             gateway["address"] = values[0]
     namespace, name = plan.deployment

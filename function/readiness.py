@@ -142,7 +142,9 @@ class RolloutState:
     @classmethod
     def read(cls, deployment: Mapping[str, Any], marker_annotation: str) -> RolloutState:
         annotations = get_path(deployment, "spec", "template", "metadata", "annotations")
-        marker = bool(marker_annotation) and isinstance(annotations, Mapping) and marker_annotation in annotations
+        marker = (
+            bool(marker_annotation) and isinstance(annotations, Mapping) and marker_annotation in annotations
+        )
         return cls(
             generation=_count(get_path(deployment, "metadata", "generation")),
             observed_generation=_count(get_path(deployment, "status", "observedGeneration")),

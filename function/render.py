@@ -239,8 +239,10 @@ def dump(docs: list[dict[str, Any]]) -> str:
 @click.option("--observed-resources", "-o", help="YAML file or directory of observed composed resources.")
 @click.option("--required-resources", "-e", help="YAML file or directory of required resources.")
 @click.option("--include-function-results", "-r", is_flag=True, help="Print the function's results.")
-@click.option("--function-name", default=FUNCTION_NAME, show_default=True, help="The step's functionRef.name.")
-def cli(
+@click.option(
+    "--function-name", default=FUNCTION_NAME, show_default=True, help="The step's functionRef.name."
+)
+def cli(  # noqa: PLR0917 - click passes options as arguments
     xr_path: str,
     composition_path: str,
     observed_resources: str | None,

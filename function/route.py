@@ -65,9 +65,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def read_gateway(
-    required: Mapping[str, list[dict[str, Any]]], ref: Requirement
-) -> GatewayView:
+def read_gateway(required: Mapping[str, list[dict[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     if GATEWAY_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
@@ -138,14 +136,21 @@ def build_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
 
 def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     manifest = target_ref(
-        plan.inp.api_versions.ai_gateway, "AIServiceBackend", plan.target_name(backend), plan.xr_namespace
+        plan.inp.api_versions.ai_gateway,
+        "AIServiceBackend",
+        plan.target_name(backend),
+        plan.xr_namespace,
     )
     schema: dict[str, Any] = {"name": backend.schema_.name}
     if backend.schema_.prefix is not None:
         schema["prefix"] = backend.schema_.prefix
     manifest["spec"] = {
         "schema": schema,
-        "backendRef": {"group": _BACKEND_GROUP, "kind": "Backend", "name": plan.target_name(backend)},
+        "backendRef": {
+            "group": _BACKEND_GROUP,
+            "kind": "Backend",
+            "name": plan.target_name(backend),
+        },
     }
     return manifest
 
@@ -192,9 +197,7 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     }
     if plan.spec.timeouts is not None and plan.spec.timeouts.request is not None:
         rule["timeouts"] = {"request": plan.spec.timeouts.request}
-    manifest = target_ref(
-        plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.xr_name, plan.xr_namespace
-    )
+    manifest = target_ref(plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.xr_name, plan.xr_namespace)
     manifest["spec"] = {"parentRefs": [parent], "rules": [rule]}
     return manifest
 
@@ -283,8 +286,7 @@ def derive_verdict(
         ROUTING_READY,
         True,
         RoutingReason.AVAILABLE,
-        f"model {plan.model} is served through gateway "
-        f"{view.attachment.namespace}/{view.attachment.name}",
+        f"model {plan.model} is served through gateway {view.attachment.namespace}/{view.attachment.name}",
     )
 
 
@@ -327,7 +329,10 @@ def compose(
     outcome.verdict = verdict
     status: dict[str, Any] = {"model": plan.model}
     if view.attachment is not None:
-        gateway: dict[str, Any] = {"name": view.attachment.name, "namespace": view.attachment.namespace}
+        gateway: dict[str, Any] = {
+            "name": view.attachment.name,
+            "namespace": view.attachment.namespace,
+        }
         if view.attachment.address is not None:
             gateway["address"] = view.attachment.address
         status["gateway"] = gateway

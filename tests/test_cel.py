@@ -35,7 +35,10 @@ def deployment(
     marker: bool = True,
     status: bool = True,
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": "envoy-platform-inference", "namespace": "envoy-gateway-system"}
+    metadata: dict[str, Any] = {
+        "name": "envoy-platform-inference",
+        "namespace": "envoy-gateway-system",
+    }
     if generation is not None:
         metadata["generation"] = generation
     spec: dict[str, Any] = {
@@ -43,10 +46,20 @@ def deployment(
     }
     if desired is not None:
         spec["replicas"] = desired
-    obj: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}
+    obj: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": spec,
+    }
     if status:
         # Kubernetes omits zero-valued status fields.
-        s = {"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated, "availableReplicas": available}
+        s = {
+            "observedGeneration": observed,
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "availableReplicas": available,
+        }
         obj["status"] = {k: v for k, v in s.items() if v}
     return obj
 
@@ -61,22 +74,88 @@ class Case:
 
 
 CASES = [
-    Case("a Deployment with no status at all is not ready", deployment(status=False), AT_LEAST_ONE, False),
+    Case(
+        "a Deployment with no status at all is not ready",
+        deployment(status=False),
+        AT_LEAST_ONE,
+        False,
+    ),
     Case("an empty object is not ready", {}, AT_LEAST_ONE, False),
-    Case("a Deployment without metadata.generation is not ready", deployment(generation=None), AT_LEAST_ONE, False),
-    Case("a generation the controller has not observed is not ready", deployment(generation=3, observed=2), AT_LEAST_ONE, False),
-    Case("an old-template pod still running beside surged new ones is not ready", deployment(replicas=3, updated=1, available=2), AT_LEAST_ONE, False),
-    Case("an old-template pod still running is not ready under All either", deployment(replicas=3, updated=2, available=3), ALL, False),
-    Case("one of two pods available after a drain is ready under AtLeastOne", deployment(replicas=1, updated=1, available=1), AT_LEAST_ONE, True),
-    Case("one of two pods available after a drain is not ready under All", deployment(replicas=1, updated=1, available=1), ALL, False),
+    Case(
+        "a Deployment without metadata.generation is not ready",
+        deployment(generation=None),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "a generation the controller has not observed is not ready",
+        deployment(generation=3, observed=2),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "an old-template pod still running beside surged new ones is not ready",
+        deployment(replicas=3, updated=1, available=2),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "an old-template pod still running is not ready under All either",
+        deployment(replicas=3, updated=2, available=3),
+        ALL,
+        False,
+    ),
+    Case(
+        "one of two pods available after a drain is ready under AtLeastOne",
+        deployment(replicas=1, updated=1, available=1),
+        AT_LEAST_ONE,
+        True,
+    ),
+    Case(
+        "one of two pods available after a drain is not ready under All",
+        deployment(replicas=1, updated=1, available=1),
+        ALL,
+        False,
+    ),
     Case("all pods current and available is ready under AtLeastOne", deployment(), AT_LEAST_ONE, True),
     Case("all pods current and available is ready under All", deployment(), ALL, True),
-    Case("zero replicas is not ready: nothing serves", deployment(desired=0, replicas=0, updated=0, available=0), AT_LEAST_ONE, False),
-    Case("zero replicas is not ready under All either", deployment(desired=0, replicas=0, updated=0, available=0), ALL, False),
-    Case("current pods none of them available is not ready", deployment(available=0), AT_LEAST_ONE, False),
-    Case("a template without the ext-proc marker is not ready", deployment(marker=False), AT_LEAST_ONE, False),
-    Case("a template without the marker is ready when the marker clause is disabled", deployment(marker=False), AT_LEAST_ONE, True, marker=""),
-    Case("a Deployment without spec.replicas is not ready under All", deployment(desired=None), ALL, False),
+    Case(
+        "zero replicas is not ready: nothing serves",
+        deployment(desired=0, replicas=0, updated=0, available=0),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "zero replicas is not ready under All either",
+        deployment(desired=0, replicas=0, updated=0, available=0),
+        ALL,
+        False,
+    ),
+    Case(
+        "current pods none of them available is not ready",
+        deployment(available=0),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "a template without the ext-proc marker is not ready",
+        deployment(marker=False),
+        AT_LEAST_ONE,
+        False,
+    ),
+    Case(
+        "a template without the marker is ready when the marker clause is disabled",
+        deployment(marker=False),
+        AT_LEAST_ONE,
+        True,
+        marker="",
+    ),
+    Case(
+        "a Deployment without spec.replicas is not ready under All",
+        deployment(desired=None),
+        ALL,
+        False,
+    ),
 ]
 
 
@@ -107,10 +186,18 @@ def test_rollout_query_is_statically_boolean(policy: AvailabilityPolicy, marker:
     [
         pytest.param(None, False, id="no status is not in effect"),
         pytest.param([], False, id="no conditions is not in effect"),
-        pytest.param([{"type": "Accepted", "status": "False"}], False, id="a False condition is not in effect"),
+        pytest.param(
+            [{"type": "Accepted", "status": "False"}],
+            False,
+            id="a False condition is not in effect",
+        ),
         pytest.param([{"type": "Accepted"}], False, id="a condition without status is not in effect"),
         pytest.param([{"status": "True"}], False, id="a condition without type is not in effect"),
-        pytest.param([{"type": "Other", "status": "True"}, {"type": "Accepted", "status": "True"}], True, id="Accepted True among others is in effect"),
+        pytest.param(
+            [{"type": "Other", "status": "True"}, {"type": "Accepted", "status": "True"}],
+            True,
+            id="Accepted True among others is in effect",
+        ),
     ],
 )
 def test_condition_query(conditions: list[dict[str, Any]] | None, want: bool) -> None:
@@ -156,7 +243,11 @@ def random_deployments(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(obj=random_deployments(), policy=st.sampled_from(list(AvailabilityPolicy)), marker=st.sampled_from([MARKER, ""]))
+@given(
+    obj=random_deployments(),
+    policy=st.sampled_from(list(AvailabilityPolicy)),
+    marker=st.sampled_from([MARKER, ""]),
+)
 def test_evaluators_and_python_reading_agree_on_random_deployments(
     obj: dict[str, Any], policy: AvailabilityPolicy, marker: str
 ) -> None:

@@ -22,7 +22,11 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "envoy-
     ("source", "want"),
     [
         pytest.param("default/eg", "envoy-default-eg-e41e7b31", id="the documented default/eg vector"),
-        pytest.param("merged-eg", "envoy-merged-eg-668ac7ae", id="a merged GatewayClass is hashed by its name alone"),
+        pytest.param(
+            "merged-eg",
+            "envoy-merged-eg-668ac7ae",
+            id="a merged GatewayClass is hashed by its name alone",
+        ),
         pytest.param("default", "envoy-default-37a8eec1", id="Envoy Gateway's own unit-test Deployment name"),
         pytest.param(
             "a-namespace-that-is-long/and-a-gateway-name-that-is-very-long-too",
@@ -56,13 +60,30 @@ def test_generated_name_hashes_namespace_and_name() -> None:
 @pytest.mark.parametrize(
     ("naming", "want"),
     [
-        pytest.param(DeploymentNaming.PINNED, ("envoy-gateway-system", "envoy-team-gw"), id="pinned names are readable and live in Envoy Gateway's namespace"),
-        pytest.param(DeploymentNaming.GENERATED, ("envoy-gateway-system", generated_deployment_name("team", "gw")), id="generated names are Envoy Gateway's hash"),
-        pytest.param(DeploymentNaming.GATEWAY_NAMESPACE, ("team", "gw"), id="gateway-namespace mode names the Deployment after the Gateway, in its namespace"),
+        pytest.param(
+            DeploymentNaming.PINNED,
+            ("envoy-gateway-system", "envoy-team-gw"),
+            id="pinned names are readable and live in Envoy Gateway's namespace",
+        ),
+        pytest.param(
+            DeploymentNaming.GENERATED,
+            ("envoy-gateway-system", generated_deployment_name("team", "gw")),
+            id="generated names are Envoy Gateway's hash",
+        ),
+        pytest.param(
+            DeploymentNaming.GATEWAY_NAMESPACE,
+            ("team", "gw"),
+            id="gateway-namespace mode names the Deployment after the Gateway, in its namespace",
+        ),
     ],
 )
 def test_deployment_ref_follows_the_naming_mode(naming: DeploymentNaming, want: tuple[str, str]) -> None:
-    got = deployment_ref(naming, gateway_namespace="team", gateway_name="gw", envoy_gateway_namespace="envoy-gateway-system")
+    got = deployment_ref(
+        naming,
+        gateway_namespace="team",
+        gateway_name="gw",
+        envoy_gateway_namespace="envoy-gateway-system",
+    )
     assert got == want
 
 
@@ -79,8 +100,16 @@ def test_bounded_names_fit_a_dns_label_and_stay_distinct() -> None:
 @pytest.mark.parametrize(
     ("fixture", "want_name"),
     [
-        pytest.param("default.yaml", f"envoy-{hashed_name('default')}", id="Envoy Gateway's generated Deployment fixture"),
-        pytest.param("gateway-namespace-mode.yaml", "gateway-1", id="Envoy Gateway's gateway-namespace-mode fixture"),
+        pytest.param(
+            "default.yaml",
+            f"envoy-{hashed_name('default')}",
+            id="Envoy Gateway's generated Deployment fixture",
+        ),
+        pytest.param(
+            "gateway-namespace-mode.yaml",
+            "gateway-1",
+            id="Envoy Gateway's gateway-namespace-mode fixture",
+        ),
     ],
 )
 def test_names_agree_with_envoy_gateway_generated_deployments(fixture: str, want_name: str) -> None:

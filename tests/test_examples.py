@@ -1,0 +1,97 @@
+"""Render every example through `python -m function render` and compare with its expected output.
+
+Run `make render-examples` to regenerate the expected files after a deliberate
+change, and review the diff like code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support import EXAMPLES, ROOT
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    xr: str
+    composition: str
+    observed: str | None = None
+    required: str | None = None
+
+    @property
+    def expected(self) -> Path:
+        return EXAMPLES / self.composition.split("/")[0] / "expected" / f"{self.name}.yaml"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "function",
+            "render",
+            str(EXAMPLES / self.xr),
+            str(EXAMPLES / self.composition),
+            "--include-function-results",
+        ]
+        if self.observed:
+            cmd += ["--observed-resources", str(EXAMPLES / self.observed)]
+        if self.required:
+            cmd += ["--required-resources", str(EXAMPLES / self.required)]
+        return cmd
+
+
+GW = "inference-gateway"
+RT = "model-route"
+EXAMPLE_LIST = [
+    Example("defaults-just-created", f"{GW}/xr.yaml", f"{GW}/composition.yaml"),
+    Example("generated-just-created", f"{GW}/xr-generated.yaml", f"{GW}/composition.yaml"),
+    Example("gatewaynamespace-just-created", f"{GW}/xr-gatewaynamespace.yaml", f"{GW}/composition.yaml"),
+    *[
+        Example(
+            f"defaults-{state}",
+            f"{GW}/xr.yaml",
+            f"{GW}/composition.yaml",
+            observed=f"{GW}/observed/{state}.yaml",
+        )
+        for state in (
+            "deployment-not-found",
+            "rolling-out",
+            "one-of-two-drained",
+            "marker-missing",
+            "ready",
+        )
+    ],
+    *[
+        Example(
+            f"gateway-{req}-route-{obs}",
+            f"{RT}/xr.yaml",
+            f"{RT}/composition.yaml",
+            observed=f"{RT}/observed/{obs}",
+            required=f"{RT}/required/{req}",
+        )
+        for req in ("ready", "rolling-out", "absent")
+        for obs in ("never-composed", "composed")
+    ],
+]
+
+
+def render(example: Example) -> str:
+    out = subprocess.run(example.command(), cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("example", EXAMPLE_LIST, ids=lambda e: e.name)
+def test_rendering_each_example_gives_its_expected_output(example: Example) -> None:
+    got = render(example)
+    if os.environ.get("UPDATE_EXPECTED") == "1":
+        example.expected.parent.mkdir(exist_ok=True)
+        example.expected.write_text(got)
+    assert example.expected.exists(), f"{example.expected} missing: run make render-examples"
+    assert got == example.expected.read_text()

@@ -1,0 +1,238 @@
+"""RunFunction's promises: one clear fatal for bad input, nothing lost, real gRPC."""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from function import gateway
+from tests.support import (
+    EXAMPLES,
+    GATEWAY_INPUT,
+    ROOT,
+    ROUTE_INPUT,
+    by_resource_name,
+    load_yaml,
+    make_request,
+    run,
+)
+
+GW_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+ROUTE_XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
+GW_OBSERVED = by_resource_name(load_yaml(EXAMPLES / "inference-gateway" / "observed" / "ready.yaml"))
+# What an earlier step of the pipeline desired: must come back untouched.
+EARLIER = {"earlier-step": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}}
+
+
+def with_spec(xr: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    xr = copy.deepcopy(xr)
+    xr["spec"] |= changes
+    return xr
+
+
+BAD = [
+    pytest.param(GW_XR, None, "input: the function needs an Input", id="no input at all"),
+    pytest.param(
+        GW_XR,
+        {**GATEWAY_INPUT, "compose": "Gateway"},
+        "input.compose:",
+        id="an input that composes an unknown kind",
+    ),
+    pytest.param(
+        GW_XR,
+        {**GATEWAY_INPUT, "anchor": {"headerName": "x-ai-eg-model"}},
+        "input.anchor: the anchor must not match on x-ai-eg-model",
+        id="an anchor on the model header",
+    ),
+    pytest.param(
+        GW_XR,
+        {**GATEWAY_INPUT, "extProcMarkerAnnotation": "not a key!"},
+        "input.extProcMarkerAnnotation:",
+        id="a marker that is not an annotation key",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "http", "port": 70000}]),
+        GATEWAY_INPUT,
+        "spec.listeners[0].port: Input should be less than or equal to 65535",
+        id="a listener port out of range",
+    ),
+    pytest.param(
+        with_spec(GW_XR, envoy={"replicas": 1.5}),
+        GATEWAY_INPUT,
+        "spec.envoy.replicas:",
+        id="fractional replicas",
+    ),
+    pytest.param(
+        with_spec(GW_XR, envoy={"deploymentNaming": "Hashed"}),
+        GATEWAY_INPUT,
+        "spec.envoy.deploymentNaming:",
+        id="an unknown naming mode",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listners=[]),
+        GATEWAY_INPUT,
+        "spec.listners: Extra inputs are not permitted",
+        id="a misspelt field",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "https", "protocol": "HTTPS", "port": 443}]),
+        GATEWAY_INPUT,
+        "spec.listeners[0]: an HTTPS listener needs tls.certificateRefs",
+        id="HTTPS without certificates",
+    ),
+    pytest.param(
+        {
+            "apiVersion": "ai.example.org/v1alpha1",
+            "kind": "InferenceGateway",
+            "metadata": {"name": "gw"},
+        },
+        GATEWAY_INPUT,
+        "metadata:",
+        id="an XR without a namespace",
+    ),
+    pytest.param(
+        {**GW_XR, "spec": "nonsense"},
+        GATEWAY_INPUT,
+        "spec: must be an object",
+        id="a spec that is not an object",
+    ),
+    pytest.param(
+        with_spec(ROUTE_XR, backends=[]),
+        ROUTE_INPUT,
+        "spec.backends: List should have at least 1 item",
+        id="a route without backends",
+    ),
+    pytest.param(
+        with_spec(
+            ROUTE_XR,
+            backends=[{"name": "a", "endpoint": {"hostname": "a.example", "ip": "10.0.0.1", "port": 80}}],
+        ),
+        ROUTE_INPUT,
+        "spec.backends[0].endpoint: set exactly one of hostname and ip",
+        id="a backend with both hostname and ip",
+    ),
+    pytest.param(
+        with_spec(ROUTE_XR, timeouts={"request": "soon"}),
+        ROUTE_INPUT,
+        "spec.timeouts.request:",
+        id="a timeout that is not a duration",
+    ),
+]
+
+
+@pytest.mark.parametrize(("xr", "inp", "want"), BAD)
+def test_bad_input_gets_one_fatal_naming_the_field_and_changes_nothing(
+    xr: dict[str, Any], inp: dict[str, Any] | None, want: str
+) -> None:
+    req = make_request(xr, inp, GW_OBSERVED, desired=EARLIER)
+    rsp = run(req)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    assert want in rsp.results[0].message
+    assert "Traceback" not in rsp.results[0].message
+    # Desired state exactly as the request carried it: nothing composed, nothing lost.
+    assert rsp.desired == req.desired
+    assert not rsp.conditions
+
+
+def test_an_unexpected_error_is_one_fatal_line_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def explode(*_: Any) -> None:
+        raise KeyError("boom\nsecond line")
+
+    monkeypatch.setattr(gateway, "compose", explode)
+    req = make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED, desired=EARLIER)
+    rsp = run(req)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    assert rsp.results[0].message.startswith("internal error: KeyError:")
+    assert "\n" not in rsp.results[0].message
+    assert rsp.desired == req.desired
+
+
+def test_earlier_pipeline_steps_keep_their_desired_resources() -> None:
+    rsp = run(make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED, desired=EARLIER))
+    assert "earlier-step" in rsp.desired.resources
+
+
+# --- over real gRPC, in the process `make run` starts ---------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[grpcv1.FunctionRunnerServiceStub]:
+    port = _free_port()
+    env = {**os.environ, "ADDRESS": f"127.0.0.1:{port}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "function", "--insecure"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        yield grpcv1.FunctionRunnerServiceStub(channel)
+    finally:
+        channel.close()
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_the_served_function_composes_over_grpc(served: grpcv1.FunctionRunnerServiceStub) -> None:
+    req = make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED)
+    rsp = served.RunFunction(req, timeout=10)
+    assert rsp.meta.tag == "test"
+    assert set(rsp.desired.resources) == {
+        "anchor-route",
+        "envoy-deployment",
+        "envoy-proxy",
+        "gateway",
+    }
+    assert rsp == run(req), "served and in-process answers are identical"
+
+
+def test_the_served_function_answers_bad_input_with_a_fatal(
+    served: grpcv1.FunctionRunnerServiceStub,
+) -> None:
+    rsp = served.RunFunction(make_request(GW_XR, None), timeout=10)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+
+
+def test_the_serving_process_never_imports_the_kubernetes_client() -> None:
+    code = "import sys, function.main, function.fn; assert 'kubernetes' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_the_server_starts_with_the_sdk_flags() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "function", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for flag in (
+        "--address",
+        "--insecure",
+        "--tls-server-certs-dir",
+        "--debug",
+        "--max-recv-message-size",
+    ):
+        assert flag in out.stdout

@@ -1,0 +1,403 @@
+"""The InferenceGateway composition: builders, GatewayReady in every observed state."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import gateway
+from function.api import InferenceGatewaySpec, Input
+from function.conditions import GatewayReason
+from function.gateway import ANCHOR, ENVOY_PROXY, GATEWAY, OBSERVER, GatewayPlan
+from tests.support import (
+    EXAMPLES,
+    GATEWAY_INPUT,
+    by_resource_name,
+    condition,
+    desired,
+    load_yaml,
+    make_request,
+    run,
+)
+
+XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+ALL_NAMES = {ANCHOR, ENVOY_PROXY, GATEWAY, OBSERVER}
+
+
+def observed_state(name: str) -> dict[str, dict[str, Any]]:
+    return by_resource_name(load_yaml(EXAMPLES / "inference-gateway" / "observed" / f"{name}.yaml"))
+
+
+def plan(spec: dict[str, Any] | None = None, inp: dict[str, Any] | None = None) -> GatewayPlan:
+    return GatewayPlan(
+        xr_name="inference",
+        xr_namespace="platform",
+        spec=InferenceGatewaySpec.model_validate(spec or {}),
+        inp=Input.model_validate(inp or GATEWAY_INPUT),
+    )
+
+
+# --- builders ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuilderCase:
+    name: str
+    spec: dict[str, Any]
+    path: tuple[str | int, ...]
+    want: Any
+    build: str = "envoy_proxy"
+
+
+def dig(obj: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) or step in obj else "<absent>"
+        if obj == "<absent>":
+            return obj
+    return obj
+
+
+BUILDER_CASES = [
+    BuilderCase(
+        "Pinned mode pins the Deployment name in the EnvoyProxy",
+        {},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "name"),
+        "envoy-platform-inference",
+    ),
+    BuilderCase(
+        "Generated mode leaves the Deployment name to Envoy Gateway",
+        {"envoy": {"deploymentNaming": "Generated"}},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "name"),
+        "<absent>",
+    ),
+    BuilderCase(
+        "replicas go to the EnvoyProxy",
+        {"envoy": {"replicas": 3}},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "replicas"),
+        3,
+    ),
+    BuilderCase(
+        "a maxUnavailable PDB goes to the EnvoyProxy",
+        {"envoy": {"podDisruptionBudget": {"maxUnavailable": 1}}},
+        ("spec", "provider", "kubernetes", "envoyPDB"),
+        {"maxUnavailable": 1},
+    ),
+    BuilderCase(
+        "the EnvoyProxy lives in the gateway namespace",
+        {"namespace": "ai-gateways"},
+        ("metadata", "namespace"),
+        "ai-gateways",
+    ),
+    BuilderCase(
+        "the Gateway points at its EnvoyProxy",
+        {},
+        ("spec", "infrastructure", "parametersRef"),
+        {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "inference"},
+        "gateway",
+    ),
+    BuilderCase(
+        "the Gateway carries its class",
+        {"gatewayClassName": "eg"},
+        ("spec", "gatewayClassName"),
+        "eg",
+        "gateway",
+    ),
+    BuilderCase(
+        "an HTTPS listener terminates TLS with its certificate refs",
+        {
+            "listeners": [
+                {
+                    "name": "https",
+                    "protocol": "HTTPS",
+                    "port": 443,
+                    "tls": {"certificateRefs": [{"name": "cert", "namespace": "certs"}]},
+                }
+            ]
+        },
+        ("spec", "listeners", 0, "tls"),
+        {
+            "mode": "Terminate",
+            "certificateRefs": [{"group": "", "kind": "Secret", "name": "cert", "namespace": "certs"}],
+        },
+        "gateway",
+    ),
+    BuilderCase(
+        "listeners admit routes from all namespaces by default",
+        {},
+        ("spec", "listeners", 0, "allowedRoutes"),
+        {"namespaces": {"from": "All"}},
+        "gateway",
+    ),
+    BuilderCase(
+        "the anchor attaches to the Gateway",
+        {},
+        ("spec", "parentRefs"),
+        [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}],
+        "anchor",
+    ),
+    BuilderCase("the anchor has no backends", {}, ("spec", "rules", 0, "backendRefs"), "<absent>", "anchor"),
+    BuilderCase(
+        "the anchor's one match is exact on the anchor header",
+        {},
+        ("spec", "rules", 0, "matches", 0, "headers", 0, "name"),
+        "x-gateway-readiness-anchor",
+        "anchor",
+    ),
+    BuilderCase(
+        "the observer names only the Deployment",
+        {},
+        (),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "envoy-platform-inference", "namespace": "envoy-gateway-system"},
+        },
+        "observer_target",
+    ),
+    BuilderCase(
+        "the observer follows GatewayNamespace mode",
+        {"namespace": "ai", "envoy": {"deploymentNaming": "GatewayNamespace"}},
+        ("metadata",),
+        {"name": "inference", "namespace": "ai"},
+        "observer_target",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BUILDER_CASES, ids=lambda c: c.name)
+def test_builders(case: BuilderCase) -> None:
+    manifest = getattr(gateway, f"build_{case.build}")(plan(case.spec))
+    assert dig(manifest, case.path) == case.want
+
+
+def test_the_anchor_never_matches_the_model_header() -> None:
+    anchor = gateway.build_anchor(plan())
+    headers = [h for rule in anchor["spec"]["rules"] for m in rule["matches"] for h in m["headers"]]
+    assert headers
+    assert all(h["name"] != "x-ai-eg-model" for h in headers)
+    assert all(h["type"] == "Exact" for h in headers)
+
+
+def test_the_observer_is_observe_only_and_watched() -> None:
+    observer = gateway.build_objects(plan())[OBSERVER]
+    assert observer["spec"]["managementPolicies"] == ["Observe"]
+    assert observer["spec"]["watch"] is True
+    assert observer["spec"]["readiness"]["policy"] == "DeriveFromCelQuery"
+
+
+# --- the composer in every observed state -------------------------------------------
+
+
+def with_observer(state: str, mutate: Any) -> dict[str, dict[str, Any]]:
+    observed = copy.deepcopy(observed_state(state))
+    mutate(observed[OBSERVER])
+    return observed
+
+
+def _unsynced(obj: dict[str, Any]) -> None:
+    obj["status"] = {
+        "conditions": [
+            {
+                "type": "Synced",
+                "status": "False",
+                "reason": "ReconcileError",
+                "message": "cannot get object: forbidden",
+            }
+        ]
+    }
+
+
+def _not_ready_yet(obj: dict[str, Any]) -> None:
+    obj["status"]["conditions"][0]["status"] = "False"
+
+
+def _gateway_not_programmed(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    observed = copy.deepcopy(observed)
+    observed[GATEWAY]["status"]["conditions"][0]["status"] = "False"
+    return observed
+
+
+@dataclass(frozen=True)
+class ComposeCase:
+    name: str
+    observed: dict[str, dict[str, Any]]
+    reason: GatewayReason
+    ready: bool
+    message_has: str = ""
+    xr: dict[str, Any] = field(default_factory=lambda: XR)
+
+
+COMPOSE_CASES = [
+    ComposeCase(
+        "a gateway just created waits for its Gateway",
+        {},
+        GatewayReason.WAITING_FOR_GATEWAY,
+        False,
+        "has not been created yet",
+    ),
+    ComposeCase(
+        "a Gateway not Programmed is waited for",
+        _gateway_not_programmed(observed_state("ready")),
+        GatewayReason.WAITING_FOR_GATEWAY,
+        False,
+        "is not Programmed",
+    ),
+    ComposeCase(
+        "an anchor not yet observed is waited for",
+        {k: v for k, v in observed_state("ready").items() if k != ANCHOR},
+        GatewayReason.WAITING_FOR_ANCHOR,
+        False,
+    ),
+    ComposeCase(
+        "a missing Deployment is reported as not found",
+        observed_state("deployment-not-found"),
+        GatewayReason.DEPLOYMENT_NOT_FOUND,
+        False,
+        "deploymentNaming",
+    ),
+    ComposeCase(
+        "an old-template pod still running is a rollout",
+        observed_state("rolling-out"),
+        GatewayReason.ROLLING_OUT,
+        False,
+        "1 of 3 pods run the current template",
+    ),
+    ComposeCase(
+        "one of two pods drained stays ready under AtLeastOne",
+        observed_state("one-of-two-drained"),
+        GatewayReason.AVAILABLE,
+        True,
+        "1 available of 2 desired",
+    ),
+    ComposeCase(
+        "a finished rollout without the marker lacks the ext-proc",
+        observed_state("marker-missing"),
+        GatewayReason.EXT_PROC_NOT_INJECTED,
+        False,
+        "extproc-config-hash",
+    ),
+    ComposeCase(
+        "everything in effect is ready",
+        observed_state("ready"),
+        GatewayReason.AVAILABLE,
+        True,
+        "2 updated, 2 available of 2 desired",
+    ),
+    ComposeCase(
+        "an observer the provider cannot read is not yet observed",
+        with_observer("ready", _unsynced),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "forbidden",
+    ),
+    ComposeCase(
+        "a rollout that looks finished waits for the provider's own verdict",
+        with_observer("ready", _not_ready_yet),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "waiting for provider-kubernetes",
+    ),
+    ComposeCase(
+        "the observer created but never read is not yet observed",
+        with_observer("ready", lambda o: o.pop("status")),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", COMPOSE_CASES, ids=lambda c: c.name)
+def test_gateway_ready_in_every_observed_state(case: ComposeCase) -> None:
+    rsp = run(make_request(case.xr, GATEWAY_INPUT, case.observed))
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    got = condition(rsp, "GatewayReady")
+    assert got.reason == case.reason
+    assert got.status == (fnv1.STATUS_CONDITION_TRUE if case.ready else fnv1.STATUS_CONDITION_FALSE)
+    assert case.message_has in got.message
+    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if case.ready else fnv1.READY_FALSE)
+
+
+@pytest.mark.parametrize("case", COMPOSE_CASES, ids=lambda c: c.name)
+def test_every_composed_resource_is_emitted_in_every_state(case: ComposeCase) -> None:
+    rsp = run(make_request(case.xr, GATEWAY_INPUT, case.observed))
+    assert set(desired(rsp)) == ALL_NAMES
+    assert set(case.observed) <= set(desired(rsp))
+
+
+@pytest.mark.parametrize("case", COMPOSE_CASES, ids=lambda c: c.name)
+def test_the_same_request_gives_the_same_bytes(case: ComposeCase) -> None:
+    first = run(make_request(case.xr, GATEWAY_INPUT, case.observed))
+    second = run(make_request(case.xr, GATEWAY_INPUT, case.observed))
+    assert first.SerializeToString(deterministic=True) == second.SerializeToString(deterministic=True)
+
+
+def test_status_publishes_where_routes_attach_and_the_deployment_summary() -> None:
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed_state("rolling-out")))
+    status = desired_status(rsp)
+    assert status["gateway"] == {
+        "name": "inference",
+        "namespace": "platform",
+        "listener": "http",
+        "address": "172.18.0.200",
+    }
+    assert status["deployment"] == {
+        "name": "envoy-platform-inference",
+        "namespace": "envoy-gateway-system",
+        "replicas": 2,
+        "updatedReplicas": 1,
+        "availableReplicas": 2,
+        "extProcInjected": True,
+    }
+
+
+def desired_status(rsp: fnv1.RunFunctionResponse) -> dict[str, Any]:
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    return {
+        k: {kk: int(vv) if isinstance(vv, float) else vv for kk, vv in v.items()} for k, v in status.items()
+    }
+
+
+def xr_with_condition(status: str, reason: str) -> dict[str, Any]:
+    xr = copy.deepcopy(XR)
+    xr["status"] = {"conditions": [{"type": "GatewayReady", "status": status, "reason": reason}]}
+    return xr
+
+
+@pytest.mark.parametrize(
+    ("xr", "state", "want"),
+    [
+        pytest.param(XR, "ready", [(fnv1.SEVERITY_NORMAL, "Available")], id="the first verdict is announced"),
+        pytest.param(
+            xr_with_condition("True", "Available"),
+            "ready",
+            [],
+            id="an unchanged verdict is not announced again",
+        ),
+        pytest.param(
+            xr_with_condition("True", "Available"),
+            "rolling-out",
+            [(fnv1.SEVERITY_WARNING, "RollingOut")],
+            id="losing readiness is a warning",
+        ),
+        pytest.param(
+            xr_with_condition("False", "RollingOut"),
+            "marker-missing",
+            [(fnv1.SEVERITY_WARNING, "ExtProcNotInjected")],
+            id="a new reason is announced",
+        ),
+        pytest.param(
+            xr_with_condition("False", "RollingOut"),
+            "ready",
+            [(fnv1.SEVERITY_NORMAL, "Available")],
+            id="becoming ready is normal",
+        ),
+    ],
+)
+def test_results_only_on_transitions(xr: dict[str, Any], state: str, want: list[tuple[int, str]]) -> None:
+    rsp = run(make_request(xr, GATEWAY_INPUT, observed_state(state)))
+    assert [(r.severity, r.reason) for r in rsp.results] == want

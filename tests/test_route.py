@@ -1,0 +1,324 @@
+"""The ModelRoute composition: keep composing whatever the gateway's state."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from function.conditions import RoutingReason
+from function.route import GATEWAY_REQUIREMENT
+from tests.support import (
+    EXAMPLES,
+    ROUTE_INPUT,
+    by_resource_name,
+    condition,
+    desired,
+    load_yaml,
+    make_request,
+    run,
+)
+
+XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
+READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
+ROLLING_GW = load_yaml(EXAMPLES / "model-route" / "required" / "rolling-out" / "inference-gateway.yaml")[0]
+COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
+ALL_NAMES = {
+    "route",
+    "backend-vllm",
+    "service-backend-vllm",
+    "backend-hosted",
+    "service-backend-hosted",
+    "security-policy-hosted",
+}
+
+NOT_FETCHED: dict[str, list[dict[str, Any]]] = {}
+ABSENT: dict[str, list[dict[str, Any]]] = {GATEWAY_REQUIREMENT: []}
+
+
+def gw_required(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {GATEWAY_REQUIREMENT: [gw]}
+
+
+def without_status_gateway(gw: dict[str, Any]) -> dict[str, Any]:
+    gw = copy.deepcopy(gw)
+    del gw["status"]["gateway"]
+    return gw
+
+
+def unaccepted(observed: dict[str, dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
+    observed = copy.deepcopy(observed)
+    observed[name]["status"]["conditions"][0]["status"] = "False"
+    return observed
+
+
+GATEWAY_STATES = {
+    "the gateway is ready": gw_required(READY_GW),
+    "the gateway is rolling out": gw_required(ROLLING_GW),
+    "the gateway is absent": ABSENT,
+    "the gateway was not fetched yet": NOT_FETCHED,
+    "the gateway has not published where to attach": gw_required(without_status_gateway(READY_GW)),
+}
+OBSERVED_STATES = {
+    "the route was never composed": {},
+    "the route is composed and accepted": COMPOSED,
+    "the route is composed but not accepted": unaccepted(COMPOSED, "route"),
+    "a backend is not accepted": unaccepted(COMPOSED, "service-backend-vllm"),
+}
+# (gateway state, observed state) -> (RoutingReady reason, composed names)
+EXPECTED = {
+    ("the gateway is ready", "the route was never composed"): (
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        ALL_NAMES,
+    ),
+    ("the gateway is ready", "the route is composed and accepted"): (
+        RoutingReason.AVAILABLE,
+        ALL_NAMES,
+    ),
+    ("the gateway is ready", "the route is composed but not accepted"): (
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        ALL_NAMES,
+    ),
+    ("the gateway is ready", "a backend is not accepted"): (
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+        ALL_NAMES,
+    ),
+    ("the gateway is rolling out", "the route was never composed"): (
+        RoutingReason.GATEWAY_NOT_READY,
+        ALL_NAMES,
+    ),
+    ("the gateway is rolling out", "the route is composed and accepted"): (
+        RoutingReason.GATEWAY_NOT_READY,
+        ALL_NAMES,
+    ),
+    ("the gateway is rolling out", "the route is composed but not accepted"): (
+        RoutingReason.GATEWAY_NOT_READY,
+        ALL_NAMES,
+    ),
+    ("the gateway is rolling out", "a backend is not accepted"): (
+        RoutingReason.GATEWAY_NOT_READY,
+        ALL_NAMES,
+    ),
+}
+for _gw in (
+    "the gateway is absent",
+    "the gateway was not fetched yet",
+    "the gateway has not published where to attach",
+):
+    EXPECTED[(_gw, "the route was never composed")] = (RoutingReason.GATEWAY_NOT_FOUND, set())
+    for _obs in (
+        "the route is composed and accepted",
+        "the route is composed but not accepted",
+        "a backend is not accepted",
+    ):
+        EXPECTED[(_gw, _obs)] = (RoutingReason.GATEWAY_NOT_FOUND, ALL_NAMES)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    required: dict[str, list[dict[str, Any]]]
+    observed: dict[str, dict[str, Any]]
+    reason: RoutingReason
+    names: set[str]
+
+
+CASES = [
+    Case(
+        f"when {g} and {o}, RoutingReady is {EXPECTED[(g, o)][0]}",
+        GATEWAY_STATES[g],
+        OBSERVED_STATES[o],
+        *EXPECTED[(g, o)],
+    )
+    for g in GATEWAY_STATES
+    for o in OBSERVED_STATES
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_routing_ready_across_gateway_and_observed_states(case: Case) -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, case.observed, case.required))
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == case.reason
+    ready = case.reason is RoutingReason.AVAILABLE
+    assert got.status == (fnv1.STATUS_CONDITION_TRUE if ready else fnv1.STATUS_CONDITION_FALSE)
+    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
+    assert set(desired(rsp)) == case.names
+    assert set(case.observed) <= set(desired(rsp))
+    # The requirement is declared on every call, identically.
+    assert rsp.requirements.resources[GATEWAY_REQUIREMENT].match_name == "inference"
+    assert rsp.requirements.resources[GATEWAY_REQUIREMENT].namespace == "platform"
+
+
+def test_an_unreadable_gateway_keeps_observed_resources_exactly() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, ABSENT))
+    for name, observed in COMPOSED.items():
+        kept = desired(rsp)[name]
+        assert kept["spec"] == observed["spec"]
+        assert kept["metadata"] == {k: observed["metadata"][k] for k in ("name", "namespace")}
+        assert "status" not in kept
+
+
+def test_gateway_not_ready_carries_the_gateways_reason_and_message() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
+    message = condition(rsp, "RoutingReady").message
+    assert "RollingOut" in message
+    assert "1 of 3 pods run the current template" in message
+
+
+def test_the_route_matches_exactly_the_model_header_and_weights_backends() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    route = desired(rsp)["route"]["spec"]["forProvider"]["manifest"]
+    rule = route["spec"]["rules"][0]
+    assert rule["matches"] == [
+        {
+            "headers": [
+                {
+                    "type": "Exact",
+                    "name": "x-ai-eg-model",
+                    "value": "meta-llama/Llama-3.1-8B-Instruct",
+                }
+            ]
+        }
+    ]
+    assert rule["backendRefs"] == [
+        {"name": "llama-vllm", "weight": 1.0, "priority": 0.0},
+        {"name": "llama-hosted", "weight": 1.0, "priority": 1.0},
+    ]
+    assert route["spec"]["parentRefs"] == [
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "name": "inference",
+            "namespace": "platform",
+            "sectionName": "http",
+        }
+    ]
+
+
+def test_the_model_name_defaults_to_namespace_slash_name() -> None:
+    xr = copy.deepcopy(XR)
+    del xr["spec"]["model"]
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    header = desired(rsp)["route"]["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]["matches"][0][
+        "headers"
+    ][0]
+    assert header["value"] == "team-a/llama"
+
+
+def test_status_says_what_to_send_where() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status == {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gateway": {"name": "inference", "namespace": "platform", "address": "172.18.0.200"},
+    }
+
+
+def test_taking_a_backend_out_removes_exactly_its_resources() -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [b for b in xr["spec"]["backends"] if b["name"] != "hosted"]
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert set(desired(rsp)) == {"route", "backend-vllm", "service-backend-vllm"}
+
+
+def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
+    observed = dict(COMPOSED)
+    observed["legacy-thing"] = copy.deepcopy(COMPOSED["route"])
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    assert "legacy-thing" in desired(rsp)
+
+
+def test_the_incident_route_created_during_the_sidecar_rollout() -> None:
+    """The mission's incident, end to end through the composer.
+
+    The last model route went away, so Envoy AI Gateway once rolled the pods
+    without the sidecar (here the anchor prevents that, but the gateway may
+    still be rolling for an upgrade). A route created now is composed at
+    once, and says RoutingReady=False while the gateway rolls; when the
+    gateway is ready, it says True, and nothing was recreated on the way.
+    """
+    first = run(make_request(XR, ROUTE_INPUT, {}, gw_required(ROLLING_GW)))
+    assert set(desired(first)) == ALL_NAMES
+    assert condition(first, "RoutingReady").status == fnv1.STATUS_CONDITION_FALSE
+    assert condition(first, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+
+    # Crossplane applied what was desired; the controllers accepted it.
+    second = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
+    assert condition(second, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+    assert desired(second) == desired(first)
+
+    third = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert condition(third, "RoutingReady").status == fnv1.STATUS_CONDITION_TRUE
+    assert desired(third) == desired(first), "the same resources, unchanged: nothing recreated"
+
+
+# --- property: never fewer desired than observed ---------------------------------------
+
+
+def gateway_variant(draw: st.DrawFn) -> dict[str, list[dict[str, Any]]]:
+    kind = draw(st.sampled_from(["ready", "not-ready", "no-condition", "no-status", "absent", "not-fetched"]))
+    if kind == "absent":
+        return ABSENT
+    if kind == "not-fetched":
+        return NOT_FETCHED
+    gw = copy.deepcopy(READY_GW)
+    if kind == "not-ready":
+        gw["status"]["conditions"][0] |= {
+            "status": "False",
+            "reason": draw(st.sampled_from(["RollingOut", "ExtProcNotInjected", "WaitingForGateway"])),
+        }
+    elif kind == "no-condition":
+        gw["status"]["conditions"] = []
+    elif kind == "no-status":
+        del gw["status"]
+    return gw_required(gw)
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]]:
+    required = gateway_variant(draw)
+    # Observed: a random subset of what was composed, each accepted or not.
+    observed: dict[str, dict[str, Any]] = {}
+    for name in sorted(COMPOSED):
+        if draw(st.booleans()):
+            obj = copy.deepcopy(COMPOSED[name])
+            if not draw(st.booleans()):
+                obj["status"]["conditions"][0]["status"] = "False"
+            observed[name] = obj
+    # Spec change: keep a random non-empty subset of backends, maybe add one.
+    xr = copy.deepcopy(XR)
+    backends = [b for b in xr["spec"]["backends"] if draw(st.booleans())]
+    if not backends or draw(st.booleans()):
+        backends.append({"name": "extra", "endpoint": {"ip": "10.0.0.7", "port": 8000}})
+    xr["spec"]["backends"] = backends
+    removed = {b["name"] for b in XR["spec"]["backends"]} - {b["name"] for b in backends}
+    return xr, observed, required, removed
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_desired_covers_observed_except_removed_backends(
+    scenario: tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]],
+) -> None:
+    xr, observed, required, removed = scenario
+    rsp = run(make_request(xr, ROUTE_INPUT, observed, required))
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    names = set(desired(rsp))
+    gone = set(observed) - names
+    # Only resources of backends taken out of the spec may go.
+    assert all(any(name.endswith(f"-{b}") for b in removed) for name in gone), gone
+    routing = condition(rsp, "RoutingReady")
+    if routing.status == fnv1.STATUS_CONDITION_TRUE:
+        gw = required.get(GATEWAY_REQUIREMENT) or [{}]
+        conditions = gw[0].get("status", {}).get("conditions", [])
+        assert any(c["type"] == "GatewayReady" and c["status"] == "True" for c in conditions)
