@@ -13,7 +13,13 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate render-examples crds clean
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds clean
+
+# Upstream releases the CRDs come from, for `make crds` (online machines only).
+ENVOY_AI_GATEWAY_VERSION := v1.1.0
+ENVOY_GATEWAY_VERSION := v1.8.1
+PROVIDER_KUBERNETES_REF := main
+CROSSPLANE_REF := main
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +40,18 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+# Schema validation against the upstream CRDs; `make test` runs the same checks
+# through pytest and says loudly when they could not run.
+validate: $(STAMP)
+	$(BIN)/python -m tests.validate
+
+crd-check:
+	@if [ ! -d "$(CRD_DIR)" ]; then \
+	  echo "!!! SCHEMA VALIDATION WILL NOT RUN: no CRDs at '$(CRD_DIR)'."; \
+	  echo "!!! Set CRD_DIR, provide ../shared/crds, or run 'make crds' on a machine that is online."; \
+	fi
+
+test: crd-check lint typecheck unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
@@ -42,3 +59,16 @@ clean:
 # Regenerate the expected render outputs after a deliberate change; review the diff.
 render-examples: $(STAMP)
 	UPDATE_EXPECTED=1 $(BIN)/python -m pytest -q tests/test_examples.py
+
+# Download the pinned upstream CRDs into .crds/ (needs network access to GitHub).
+crds:
+	mkdir -p .crds/envoy-ai-gateway .crds/envoy-gateway .crds/gateway-api .crds/provider-kubernetes .crds/crossplane
+	for f in aigateway.envoyproxy.io_aigatewayroutes aigateway.envoyproxy.io_aiservicebackends aigateway.envoyproxy.io_backendsecuritypolicies; do \
+	  curl -fsSL -o .crds/envoy-ai-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/ai-gateway/$(ENVOY_AI_GATEWAY_VERSION)/manifests/charts/ai-gateway-crds-helm/templates/$$f.yaml; done
+	for f in gateway.envoyproxy.io_backends gateway.envoyproxy.io_envoyproxies gateway.envoyproxy.io_backendtrafficpolicies gateway.envoyproxy.io_clienttrafficpolicies gateway.envoyproxy.io_securitypolicies; do \
+	  curl -fsSL -o .crds/envoy-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/crds/generated/$$f.yaml; done
+	curl -fsSL -o .crds/gateway-api/gatewayapi-crds.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/gatewayapi-crds.yaml
+	for f in kubernetes.m.crossplane.io_objects kubernetes.crossplane.io_objects kubernetes.m.crossplane.io_providerconfigs kubernetes.m.crossplane.io_clusterproviderconfigs; do \
+	  curl -fsSL -o .crds/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml; done
+	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
+	  curl -fsSL -o .crds/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml; done
