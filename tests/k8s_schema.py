@@ -45,7 +45,7 @@ def crd_dir() -> Path | None:
 # --- OpenAPI v3 (structural) -> JSON Schema ---------------------------------------------
 
 
-def to_json_schema(node: dict[str, Any], *, embedded: bool = False) -> dict[str, Any]:
+def to_json_schema(node: dict[str, Any], *, embedded: bool = False) -> dict[str, Any]:  # noqa: PLR0912
     """Translate one structural-schema node; objects reject unknown fields."""
     out: dict[str, Any] = {}
     for key in (
@@ -89,9 +89,13 @@ def to_json_schema(node: dict[str, Any], *, embedded: bool = False) -> dict[str,
         out["properties"] = properties
     if isinstance(node.get("additionalProperties"), dict):
         out["additionalProperties"] = to_json_schema(node["additionalProperties"])
-    elif node.get("type") == "object" and not node.get("x-kubernetes-preserve-unknown-fields"):
-        if "properties" in node or is_embedded:
-            out["additionalProperties"] = False
+    elif (
+        node.get("type") == "object"
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+        and ("properties" in node or is_embedded)
+    ):
+        # Strict: an unknown field is an error, as `kubectl apply --validate=strict`.
+        out["additionalProperties"] = False
     return out
 
 

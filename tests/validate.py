@@ -16,7 +16,7 @@ from typing import Any
 from crossplane.function import resource
 
 from tests.k8s_schema import ROOT, Registry, Report, crd_dir, validate_object
-from tests.support import by_resource_name, load_yaml, make_request, run
+from tests.support import load_yaml, make_request, run
 
 EXAMPLES = ROOT / "examples"
 XRDS = sorted((EXAMPLES / "apis").glob("*-xrd.yaml"))
