@@ -45,7 +45,7 @@ def crd_dir() -> Path | None:
 # --- OpenAPI v3 (structural) -> JSON Schema ---------------------------------------------
 
 
-def to_json_schema(node: dict[str, Any], *, embedded: bool = False) -> dict[str, Any]:  # noqa: PLR0912
+def to_json_schema(node: dict[str, Any], *, embedded: bool = False) -> dict[str, Any]:
     """Translate one structural-schema node; objects reject unknown fields."""
     out: dict[str, Any] = {}
     for key in (
