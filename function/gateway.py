@@ -31,7 +31,7 @@ from function import naming, readiness
 from function.api import MODEL_HEADER, DeploymentNaming, InferenceGatewaySpec, Input, Listener
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
 from function.objects import target_ref, wrap
-from function.outcome import Outcome
+from function.outcome import Outcome, keep_observed
 from function.readiness import RolloutState
 
 # composition-resource-names: stable keys Crossplane tracks composed resources by.
@@ -326,6 +326,7 @@ def compose(
         inp=inp,
     )
     outcome = Outcome(resources=build_objects(plan))
+    keep_observed(outcome, observed)
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
     verdict = derive_verdict(plan, observed)
     outcome.verdict = verdict

@@ -7,6 +7,7 @@ data and the gRPC path is exercised once, the same way for both composers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,22 @@ class Outcome:
         if "spec" in observed:
             kept["spec"] = observed["spec"]
         self.resources[name] = kept
+
+
+def keep_observed(
+    outcome: Outcome,
+    observed: Mapping[str, Mapping[str, Any]],
+    may_drop: Callable[[str], bool] = lambda _: False,
+) -> None:
+    """Emit again every observed composed resource this call did not compose.
+
+    Crossplane deletes whatever is observed but not desired. Only what the spec
+    deliberately took out (`may_drop`) may go; anything else, including names
+    an older version of this function composed, is kept as observed.
+    """
+    for name in sorted(observed):
+        if name not in outcome.resources and not may_drop(name):
+            outcome.keep(name, dict(observed[name]))
 
 
 def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:

@@ -24,7 +24,7 @@ from function import naming, readiness
 from function.api import MODEL_HEADER, Backend, Input, ModelRouteSpec
 from function.conditions import GATEWAY_READY, ROUTING_READY, RoutingReason, Verdict
 from function.objects import target_ref, wrap
-from function.outcome import Outcome, Requirement
+from function.outcome import Outcome, Requirement, keep_observed
 
 # The requirement key under which Crossplane hands us the InferenceGateway.
 GATEWAY_REQUIREMENT = "inference-gateway"
@@ -320,9 +320,11 @@ def compose(
     if view.attachment is not None:
         composed = build_objects(plan, view.attachment)
         outcome.resources = dict(composed)
-    for name in sorted(observed):
-        if name not in outcome.resources and (view.attachment is None or not removed_by_spec(name, composed)):
-            outcome.keep(name, dict(observed[name]))
+    if view.attachment is None:
+        # Where to attach is unknown: everything composed before stays as it was.
+        keep_observed(outcome, observed)
+    else:
+        keep_observed(outcome, observed, lambda name: removed_by_spec(name, composed))
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
 
     verdict = derive_verdict(plan, view, composed, observed)

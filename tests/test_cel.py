@@ -257,3 +257,36 @@ def test_evaluators_and_python_reading_agree_on_random_deployments(
     assert eval_celpy(query, production) is reference
     state = RolloutState.read(obj, marker)
     assert (state.waiting_for(policy) is None and state.marker_present) is reference
+
+
+@st.composite
+def random_condition_holders(draw: st.DrawFn) -> dict[str, Any]:
+    """Objects whose status.conditions are absent, empty or partly malformed."""
+    obj: dict[str, Any] = {"metadata": {"name": "x"}}
+    if draw(st.booleans()):
+        status: dict[str, Any] = {}
+        if draw(st.booleans()):
+            conditions = []
+            for _ in range(draw(st.integers(min_value=0, max_value=3))):
+                c: dict[str, Any] = {}
+                if draw(st.booleans()):
+                    c["type"] = draw(st.sampled_from(["Accepted", "Programmed", "Other"]))
+                if draw(st.booleans()):
+                    c["status"] = draw(st.sampled_from(["True", "False", "Unknown"]))
+                conditions.append(c)
+            status["conditions"] = conditions
+        obj["status"] = status
+    return obj
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=random_condition_holders(), typ=st.sampled_from(["Accepted", "Programmed"]))
+def test_evaluators_agree_on_condition_queries(obj: dict[str, Any], typ: str) -> None:
+    query = condition_true_query(typ)
+    production = as_production_json(obj)
+    want = any(
+        c.get("type") == typ and c.get("status") == "True"
+        for c in obj.get("status", {}).get("conditions", [])
+    )
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want

@@ -49,7 +49,12 @@ class Example:
 GW = "inference-gateway"
 RT = "model-route"
 EXAMPLE_LIST = [
-    Example("defaults-just-created", f"{GW}/xr.yaml", f"{GW}/composition.yaml"),
+    Example(
+        "defaults-just-created",
+        f"{GW}/xr.yaml",
+        f"{GW}/composition.yaml",
+        observed=f"{GW}/observed/just-created.yaml",
+    ),
     Example("generated-just-created", f"{GW}/xr-generated.yaml", f"{GW}/composition.yaml"),
     Example("gatewaynamespace-just-created", f"{GW}/xr-gatewaynamespace.yaml", f"{GW}/composition.yaml"),
     *[

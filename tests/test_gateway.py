@@ -401,3 +401,10 @@ def xr_with_condition(status: str, reason: str) -> dict[str, Any]:
 def test_results_only_on_transitions(xr: dict[str, Any], state: str, want: list[tuple[int, str]]) -> None:
     rsp = run(make_request(xr, GATEWAY_INPUT, observed_state(state)))
     assert [(r.severity, r.reason) for r in rsp.results] == want
+
+
+def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
+    observed = dict(observed_state("ready"))
+    observed["from-an-older-version"] = copy.deepcopy(observed[GATEWAY])
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert set(desired(rsp)) == ALL_NAMES | {"from-an-older-version"}
