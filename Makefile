@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds clean
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench clean
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -72,3 +72,7 @@ crds:
 	  curl -fsSL -o .crds/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml; done
 	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
 	  curl -fsSL -o .crds/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml; done
+
+# Latency, throughput, cold start and RSS against an SDK floor (not part of `make test`).
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench

@@ -12,6 +12,7 @@ Numbers arrive from protobuf Structs as floats; pydantic's lax mode accepts
 
 from __future__ import annotations
 
+import json
 import re
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -331,20 +332,31 @@ class InvalidError(ValueError):
 _NOT_A_FIELD = re.compile(r"^(str|int|float|bool|none|constrained-.*|literal\[.*|function-.*|.*\[.*)$")
 
 
+_PLAIN_FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
 def _location(prefix: str, loc: tuple[int | str, ...]) -> str:
     path = prefix
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif not _NOT_A_FIELD.match(part):
+        elif _NOT_A_FIELD.match(part):
+            continue
+        elif _PLAIN_FIELD.match(part):
             path += f".{part}"
+        else:
+            # A key a user typed by mistake, shown quoted and escaped so the
+            # message stays on one line.
+            path += f"[{json.dumps(part)}]"
     return path
 
 
 def describe(prefix: str, error: ValidationError) -> str:
     """One clause per problem: `spec.listeners[0].port: Input should be ...`."""
     problems = {
-        f"{_location(prefix, tuple(item['loc']))}: {item['msg'].removeprefix('Value error, ')}"
+        f"{_location(prefix, tuple(item['loc']))}: {item['msg'].removeprefix('Value error, ')}".replace(
+            "\n", " "
+        )
         for item in error.errors(include_url=False)
     }
     return "; ".join(sorted(problems))

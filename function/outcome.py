@@ -50,14 +50,14 @@ class Outcome:
         Only what a function may desire (apiVersion, kind, metadata name and
         namespace, spec) is carried over; status belongs to the provider.
         """
-        metadata = observed.get("metadata") or {}
-        kept: dict[str, Any] = {
-            "apiVersion": observed.get("apiVersion"),
-            "kind": observed.get("kind"),
-            "metadata": {k: metadata[k] for k in ("name", "namespace") if k in metadata},
-        }
-        if "spec" in observed:
-            kept["spec"] = observed["spec"]
+        # Whatever shape the observed object has, it is re-emitted, never dropped
+        # and never a crash: a malformed field is left out, not "repaired".
+        kept: dict[str, Any] = {k: observed[k] for k in ("apiVersion", "kind", "spec") if k in observed}
+        metadata = observed.get("metadata")
+        if isinstance(metadata, Mapping):
+            kept["metadata"] = {
+                k: metadata[k] for k in ("name", "namespace") if isinstance(metadata.get(k), str)
+            }
         self.resources[name] = kept
 
 
