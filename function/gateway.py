@@ -303,9 +303,9 @@ def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dic
     if manifest is not None:
         state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
         deployment |= {
-            "replicas": state.desired,
-            "updatedReplicas": state.updated,
-            "availableReplicas": state.available,
+            "replicas": state.desired or 0,
+            "updatedReplicas": state.updated or 0,
+            "availableReplicas": state.available or 0,
             "extProcInjected": state.marker_present,
         }
     return {"gateway": gateway, "deployment": deployment}

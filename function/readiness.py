@@ -120,23 +120,26 @@ def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None
     return manifest if isinstance(manifest, Mapping) else None
 
 
-def _count(value: Any) -> int:
-    """A replica count from JSON: absent means zero, as Kubernetes omits zeros."""
+def _count(value: Any) -> int | None:
+    """A count from JSON, None where absent (Kubernetes omits zeros) or not a number.
+
+    Absent and zero are kept apart because the query tells them apart (`has()`).
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
+        return None
     return int(value)
 
 
 @dataclass(frozen=True)
 class RolloutState:
-    """The numbers of an observed Deployment, zero where Kubernetes omitted them."""
+    """The numbers of an observed Deployment, None where absent."""
 
-    generation: int
-    observed_generation: int
-    desired: int
-    replicas: int
-    updated: int
-    available: int
+    generation: int | None
+    observed_generation: int | None
+    desired: int | None
+    replicas: int | None
+    updated: int | None
+    available: int | None
     marker_present: bool
 
     @classmethod
@@ -161,23 +164,27 @@ class RolloutState:
         Mirrors `deployment_rollout_query` clause by clause, so the message
         names the clause that is false.
         """
-        if self.generation == 0 or self.observed_generation < self.generation:
-            return (
-                f"the Deployment controller has not observed generation {self.generation} "
-                f"(observed {self.observed_generation})"
-            )
-        if self.replicas == 0 or self.updated != self.replicas:
-            return f"{self.updated} of {self.replicas} pods run the current template"
-        if self.available < 1:
-            return f"0 of {self.replicas} pods are available"
-        if policy is AvailabilityPolicy.ALL and (
-            self.updated != self.desired or self.available != self.desired
+        if (
+            self.generation is None
+            or self.observed_generation is None
+            or self.observed_generation < self.generation
         ):
             return (
-                f"{self.available} of {self.desired} desired pods are available "
+                f"the Deployment controller has not observed generation {self.generation or 0} "
+                f"(observed {self.observed_generation or 0})"
+            )
+        if self.replicas is None or self.updated is None or self.updated != self.replicas:
+            return f"{self.updated or 0} of {self.replicas or 0} pods run the current template"
+        if self.available is None or self.available < 1:
+            return f"0 of {self.replicas} pods are available"
+        if policy is AvailabilityPolicy.ALL and (
+            self.desired is None or self.updated != self.desired or self.available != self.desired
+        ):
+            return (
+                f"{self.available} of {self.desired or 0} desired pods are available "
                 f"({self.updated} run the current template)"
             )
         return None
 
     def summary(self) -> str:
-        return f"{self.updated} updated, {self.available} available of {self.desired} desired"
+        return f"{self.updated or 0} updated, {self.available or 0} available of {self.desired or 0} desired"

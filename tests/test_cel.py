@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
@@ -243,6 +243,15 @@ def random_deployments(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(max_examples=300, deadline=None)
+@example(  # found by CI: explicit zeros are present to has(), unlike omitted ones
+    obj={
+        "metadata": {"generation": 0},
+        "spec": {"template": {"metadata": {"annotations": {MARKER: "h"}}}},
+        "status": {"observedGeneration": 0, "replicas": 0, "updatedReplicas": 0, "availableReplicas": 1},
+    },
+    policy=AT_LEAST_ONE,
+    marker=MARKER,
+)
 @given(
     obj=random_deployments(),
     policy=st.sampled_from(list(AvailabilityPolicy)),
