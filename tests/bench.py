@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from tests.support import (
     ROOT,
     ROUTE_INPUT,
     by_resource_name,
+    free_port,
     load_yaml,
     make_request,
 )
@@ -52,14 +52,8 @@ cli()
 CALLS = int(os.environ.get("BENCH_CALLS", "300"))
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(cmd: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
-    port = _port()
+    port = free_port()
     env = {**os.environ, "ADDRESS": f"127.0.0.1:{port}"}
     t0 = time.monotonic()
     proc = subprocess.Popen([*cmd, "--insecure"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)

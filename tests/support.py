@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +82,43 @@ def condition(rsp: fnv1.RunFunctionResponse, typ: str) -> fnv1.Condition:
 def as_production_json(obj: Any) -> Any:
     """The object as provider-kubernetes hands it to cel-go: every number a double."""
     return json.loads(json.dumps(obj), parse_float=float, parse_int=float)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served_function(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`python -m function ARGS` in its own process, as `make run` starts it; yields its address.
+
+    Waits until the port accepts connections (which works for TLS and
+    insecure servers alike) and stops the server afterwards.
+    """
+    address = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "function", *args],
+        cwd=ROOT,
+        env={**os.environ, "ADDRESS": address, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    host, port = address.rsplit(":", 1)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex((host, int(port))) == 0:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"the function exited with {proc.returncode} before serving")
+            time.sleep(0.02)
+        else:
+            raise RuntimeError(f"the function did not listen on {address} within 60 s")
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

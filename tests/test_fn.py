@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from tests.support import (
     load_yaml,
     make_request,
     run,
+    served_function,
 )
 
 GW_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
@@ -167,31 +166,11 @@ def test_earlier_pipeline_steps_keep_their_desired_resources() -> None:
 # --- over real gRPC, in the process `make run` starts ---------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[grpcv1.FunctionRunnerServiceStub]:
-    port = _free_port()
-    env = {**os.environ, "ADDRESS": f"127.0.0.1:{port}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "function", "--insecure"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
+    with served_function("--insecure") as address, grpc.insecure_channel(address) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         yield grpcv1.FunctionRunnerServiceStub(channel)
-    finally:
-        channel.close()
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def test_the_served_function_composes_over_grpc(served: grpcv1.FunctionRunnerServiceStub) -> None:

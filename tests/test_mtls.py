@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.support import EXAMPLES, GATEWAY_INPUT, ROOT, load_yaml, make_request
+from tests.support import EXAMPLES, GATEWAY_INPUT, load_yaml, make_request, served_function
 
 XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -92,22 +88,8 @@ def address(pki: PKI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     (certs / "tls.crt").write_bytes(crt)
     (certs / "tls.key").write_bytes(key)
     (certs / "ca.crt").write_bytes(_pem(pki.ca))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    addr = f"127.0.0.1:{port}"
-    env = {**os.environ, "ADDRESS": addr, "TLS_SERVER_CERTS_DIR": str(certs)}
-    proc = subprocess.Popen([sys.executable, "-m", "function"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
-    try:
-        deadline = datetime.datetime.now() + datetime.timedelta(seconds=30)
-        while datetime.datetime.now() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-        yield addr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+    with served_function(env={"TLS_SERVER_CERTS_DIR": str(certs)}) as address:
+        yield address
 
 
 def call(address: str, root: bytes, client: tuple[bytes, bytes] | None) -> grpc.RpcError | None:
