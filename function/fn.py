@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from crossplane.function import logging, resource, response
+from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from pydantic import ValidationError
 
-from function import gateway, route
+from function import gateway, route, structs
 from function.api import (
     Composes,
     InferenceGatewaySpec,
@@ -36,7 +36,7 @@ def _parse_input(req: fnv1.RunFunctionRequest) -> Input:
     if not req.HasField("input"):
         raise InvalidError("input: the function needs an Input (gatewayreadiness.fn.crossplane.io/v1alpha1)")
     try:
-        return Input.model_validate(resource.struct_to_dict(req.input))
+        return Input.model_validate(structs.to_dict(req.input))
     except ValidationError as e:
         raise InvalidError(describe("input", e)) from None
 
@@ -55,18 +55,18 @@ def _spec(xr: dict[str, Any]) -> dict[str, Any]:
 def run(req: fnv1.RunFunctionRequest) -> Outcome:
     """Compose for one request; raises InvalidError for bad input."""
     inp = _parse_input(req)
-    xr = resource.struct_to_dict(req.observed.composite.resource)
+    xr = structs.to_dict(req.observed.composite.resource)
     metadata = xr.get("metadata")
     if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("namespace"):
         raise InvalidError(
             "metadata: the XR needs a name and a namespace (the XRDs are namespaced, Crossplane v2)"
         )
-    observed = {name: resource.struct_to_dict(item.resource) for name, item in req.observed.resources.items()}
+    observed = {name: structs.to_dict(item.resource) for name, item in req.observed.resources.items()}
     try:
         if inp.compose is Composes.GATEWAY:
             return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
         required = {
-            name: [resource.struct_to_dict(item.resource) for item in items.items]
+            name: [structs.to_dict(item.resource) for item in items.items]
             for name, items in req.required_resources.items()
         }
         return route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)

@@ -14,6 +14,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function import structs
 from function.conditions import Verdict
 
 _SEVERITY = {
@@ -81,7 +82,7 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
     """Write an Outcome into a response that already carries the request's desired state."""
     for name in sorted(outcome.resources):
         entry = rsp.desired.resources[name]
-        entry.resource.CopyFrom(resource.dict_to_struct(outcome.resources[name]))
+        structs.fill(entry.resource, outcome.resources[name])
         entry.ready = fnv1.READY_TRUE if outcome.ready.get(name) else fnv1.READY_FALSE
     if outcome.status:
         resource.update(rsp.desired.composite, {"status": outcome.status})
