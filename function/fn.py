@@ -61,12 +61,13 @@ def run(req: fnv1.RunFunctionRequest) -> Outcome:
         raise InvalidError(
             "metadata: the XR needs a name and a namespace (the XRDs are namespaced, Crossplane v2)"
         )
-    observed = {name: structs.to_dict(item.resource) for name, item in req.observed.resources.items()}
+    # Views: composers read a few fields of what may be large objects.
+    observed = {name: structs.StructView(item.resource) for name, item in req.observed.resources.items()}
     try:
         if inp.compose is Composes.GATEWAY:
             return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
         required = {
-            name: [structs.to_dict(item.resource) for item in items.items]
+            name: [structs.StructView(item.resource) for item in items.items]
             for name, items in req.required_resources.items()
         }
         return route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)

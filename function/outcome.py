@@ -45,7 +45,7 @@ class Outcome:
     results: list[tuple[str, str, str]] = field(default_factory=list)
     requirements: dict[str, Requirement] = field(default_factory=dict)
 
-    def keep(self, name: str, observed: dict[str, Any]) -> None:
+    def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.
 
         Only what a function may desire (apiVersion, kind, metadata name and
@@ -53,7 +53,9 @@ class Outcome:
         """
         # Whatever shape the observed object has, it is re-emitted, never dropped
         # and never a crash: a malformed field is left out, not "repaired".
-        kept: dict[str, Any] = {k: observed[k] for k in ("apiVersion", "kind", "spec") if k in observed}
+        kept: dict[str, Any] = {
+            k: structs.plain(observed[k]) for k in ("apiVersion", "kind", "spec") if k in observed
+        }
         metadata = observed.get("metadata")
         if isinstance(metadata, Mapping):
             kept["metadata"] = {
@@ -75,7 +77,7 @@ def keep_observed(
     """
     for name in sorted(observed):
         if name not in outcome.resources and not may_drop(name):
-            outcome.keep(name, dict(observed[name]))
+            outcome.keep(name, observed[name])
 
 
 def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:

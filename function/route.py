@@ -16,7 +16,7 @@ route never composed stays uncomposed until the gateway can be read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def read_gateway(required: Mapping[str, list[dict[str, Any]]], ref: Requirement) -> GatewayView:
+def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     if GATEWAY_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
@@ -295,7 +295,7 @@ def compose(
     spec: ModelRouteSpec,
     inp: Input,
     observed: Mapping[str, Mapping[str, Any]],
-    required: Mapping[str, list[dict[str, Any]]],
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> Outcome:
     """The whole ModelRoute composition for one call."""
     metadata = xr.get("metadata") or {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -35,7 +36,56 @@ def _value(v: struct_pb2.Value) -> Any:
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain Python data."""
-    return {key: _value(value) for key, value in s.fields.items()}
+    fields = s.fields
+    return {key: _value(fields[key]) for key in fields}
+
+
+class StructView(Mapping[str, Any]):
+    """A read-only Mapping over a Struct that converts only what is read.
+
+    Observed composed resources carry whole objects (an Envoy Deployment's
+    manifest holds its bootstrap configuration), of which readiness needs a
+    few fields; converting all of it on every call would be most of the call.
+    Nested objects are views too; lists are converted when read.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, s: struct_pb2.Struct) -> None:
+        self._fields = s.fields
+
+    def __getitem__(self, key: str) -> Any:
+        # Indexing a protobuf map inserts a missing key: look before reading.
+        if key not in self._fields:
+            raise KeyError(key)
+        return _view(self._fields[key])
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+
+def _view(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "struct_value":
+        return StructView(v.struct_value)
+    if kind == "list_value":
+        return [_view(item) for item in v.list_value.values]
+    return _value(v)
+
+
+def plain(value: Any) -> Any:
+    """Views (and lists of them) as plain dicts and lists, for re-emitting."""
+    if isinstance(value, StructView):
+        return {key: plain(value[key]) for key in value}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 # Encoded Structs by the pickled dict they came from. Crossplane calls the
