@@ -31,6 +31,9 @@ from function.api import (
 )
 from function.outcome import Outcome, write
 
+# gRPC's default message size, and the SDK's default for both directions.
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
 
 def _parse_input(req: fnv1.RunFunctionRequest) -> Input:
     if not req.HasField("input"):
@@ -78,8 +81,9 @@ def run(req: fnv1.RunFunctionRequest) -> Outcome:
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The gRPC servicer Crossplane calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_response_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.log = logging.get_logger()
+        self.max_response_bytes = max_response_bytes
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext[Any, Any] | None
@@ -94,4 +98,16 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             # A fresh response: nothing half-written leaks out with the fatal.
             rsp = response.to(req)
             response.fatal(rsp, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
+        size = rsp.ByteSize()
+        if size > self.max_response_bytes:
+            # gRPC would fail the send with an error Crossplane reports without
+            # context. A fatal result without the desired state is small, and
+            # Crossplane ignores desired state on a fatal anyway.
+            rsp = fnv1.RunFunctionResponse(meta=rsp.meta)
+            response.fatal(
+                rsp,
+                f"the response would be {size} bytes, over the {self.max_response_bytes}-byte "
+                "gRPC message limit; raise --max-send-message-size (MAX_SEND_MESSAGE_SIZE) and "
+                "--max-recv-message-size here, and Crossplane's own limit, or compose less per XR",
+            )
         return rsp

@@ -14,7 +14,8 @@ from function import fn
 @sdkcli.standard_options
 def cli(**kwargs: Any) -> None:
     """Serve function-gateway-readiness over gRPC for Crossplane."""
-    sdkcli.run(fn.FunctionRunner(), **kwargs)
+    send_mb = kwargs["max_send_message_size"] or kwargs["max_recv_message_size"]
+    sdkcli.run(fn.FunctionRunner(max_response_bytes=send_mb * 1024 * 1024), **kwargs)
 
 
 if __name__ == "__main__":

@@ -57,17 +57,18 @@ def start(cmd: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
     env = {**os.environ, "ADDRESS": f"127.0.0.1:{port}"}
     t0 = time.monotonic()
     proc = subprocess.Popen([*cmd, "--insecure"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stub = grpcv1.FunctionRunnerServiceStub(channel)
     req = route_request(1)
+    # A fresh channel per attempt: a channel whose first connection failed
+    # waits out gRPC's reconnect backoff (a second), which would be measured
+    # as start-up time.
     while True:
-        try:
-            stub.RunFunction(req, timeout=1)
-            break
-        except grpc.RpcError:
-            time.sleep(0.005)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            try:
+                grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=1)
+                break
+            except grpc.RpcError:
+                time.sleep(0.005)
     cold = time.monotonic() - t0
-    channel.close()
     return proc, f"127.0.0.1:{port}", cold
 
 

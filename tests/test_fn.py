@@ -215,3 +215,54 @@ def test_the_server_starts_with_the_sdk_flags() -> None:
         "--max-recv-message-size",
     ):
         assert flag in out.stdout
+
+
+# --- message size limits ----------------------------------------------------------------------
+
+
+def _earlier_step_of(size: int) -> dict[str, dict[str, Any]]:
+    """Desired state from an earlier pipeline step, about `size` bytes on the wire."""
+    return {
+        "big": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "big"},
+            "data": {"blob": "x" * size},
+        }
+    }
+
+
+def test_a_response_over_the_limit_is_one_clear_fatal(served: grpcv1.FunctionRunnerServiceStub) -> None:
+    # The request fits (just under 4 MiB); our additions push the response over.
+    req = make_request(GW_XR, GATEWAY_INPUT, desired=_earlier_step_of(4 * 1024 * 1024 - 1_000))
+    assert req.ByteSize() < 4 * 1024 * 1024
+    rsp = served.RunFunction(req, timeout=30)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    assert "over the 4194304-byte gRPC message limit" in rsp.results[0].message
+    assert "--max-send-message-size" in rsp.results[0].message
+    assert not rsp.desired.resources
+
+
+def test_a_request_over_the_limit_is_refused_by_grpc_with_both_sizes(
+    served: grpcv1.FunctionRunnerServiceStub,
+) -> None:
+    req = make_request(GW_XR, GATEWAY_INPUT, desired=_earlier_step_of(4 * 1024 * 1024 + 10))
+    with pytest.raises(grpc.RpcError) as caught:
+        served.RunFunction(req, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in (caught.value.details() or "")
+
+
+def test_a_raised_limit_serves_the_same_request() -> None:
+    req = make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED, desired=_earlier_step_of(4 * 1024 * 1024 + 10))
+    options = [
+        ("grpc.max_send_message_length", 16 * 1024 * 1024),
+        ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ]
+    with (
+        served_function("--insecure", env={"MAX_RECV_MESSAGE_SIZE": "16"}) as address,
+        grpc.insecure_channel(address, options=options) as channel,
+    ):
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=30)
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert {"big", "gateway", "anchor-route", "envoy-proxy", "envoy-deployment"} <= set(rsp.desired.resources)
