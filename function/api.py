@@ -261,8 +261,9 @@ class APIVersions(Model):
         "aigateway.envoyproxy.io/v1beta1"
     )
     envoy_gateway: Literal["gateway.envoyproxy.io/v1alpha1"] = "gateway.envoyproxy.io/v1alpha1"
-    gateway_api: Literal["gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1"] = (
-        "gateway.networking.k8s.io/v1"
+    # Spelt as Kubernetes spells acronyms, not as to_camel would ("gatewayApi").
+    gateway_api: Literal["gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1"] = Field(
+        default="gateway.networking.k8s.io/v1", alias="gatewayAPI"
     )
 
 

@@ -129,6 +129,8 @@ class Report:
     not_evaluated: dict[str, str] = field(default_factory=dict)
     not_evaluated_count: int = 0
     crds_used: set[str] = field(default_factory=set)
+    # Shipped documents of kinds no CRD here describes.
+    unchecked: list[str] = field(default_factory=list)
 
     def merge(self, other: Report) -> None:
         self.manifests += other.manifests
@@ -137,6 +139,7 @@ class Report:
         self.not_evaluated |= other.not_evaluated
         self.not_evaluated_count += other.not_evaluated_count
         self.crds_used |= other.crds_used
+        self.unchecked += other.unchecked
 
 
 @cache

@@ -19,9 +19,23 @@ from tests.k8s_schema import ROOT, Registry, Report, crd_dir, validate_object
 from tests.support import load_yaml, make_request, run
 
 EXAMPLES = ROOT / "examples"
-XRDS = sorted((EXAMPLES / "apis").glob("*-xrd.yaml"))
+CONFIGURATION = EXAMPLES / "configuration"
+XRDS = sorted(CONFIGURATION.glob("*-xrd.yaml"))
 INPUT_CRD = ROOT / "package" / "input" / "gatewayreadiness.fn.crossplane.io_inputs.yaml"
-COMPOSITIONS = sorted(EXAMPLES.glob("*/composition.yaml"))
+COMPOSITIONS = sorted([*EXAMPLES.glob("*/composition.yaml"), *CONFIGURATION.glob("*-composition.yaml")])
+INSTALL = sorted(CONFIGURATION.glob("install/*.yaml"))
+
+# Shipped kinds with no CRD among the upstream ones: package metadata is read
+# by the crossplane CLI, RBAC is a built-in API, and Crossplane's Provider CRD
+# is not in the set we validate against. They are listed, never passed silently;
+# tests/test_package.py checks the package metadata on its own.
+NO_CRD_HERE = {
+    ("meta.pkg.crossplane.io/v1", "Configuration"),
+    ("meta.pkg.crossplane.io/v1", "Function"),
+    ("pkg.crossplane.io/v1", "Provider"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+}
 EXAMPLE_XRS = sorted(EXAMPLES.glob("*/xr*.yaml"))
 
 
@@ -57,7 +71,7 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
 
 def shipped_documents() -> Iterator[tuple[str, dict[str, Any]]]:
     """XRDs, Compositions (and their step inputs), example XRs and observed states."""
-    for file in [*XRDS, *COMPOSITIONS, *EXAMPLE_XRS]:
+    for file in [*XRDS, *COMPOSITIONS, *EXAMPLE_XRS, *INSTALL, CONFIGURATION / "crossplane.yaml"]:
         for doc in load_yaml(file):
             yield str(file.relative_to(ROOT)), doc
             if doc.get("kind") == "Composition":
@@ -82,7 +96,9 @@ def validate_everything(reg: Registry) -> Report:
     for where, obj in composed_objects():
         report.merge(validate_object(reg, obj, where))
     for where, doc in shipped_documents():
-        if doc.get("kind") == "Object":
+        if (doc.get("apiVersion"), doc.get("kind")) in NO_CRD_HERE:
+            report.unchecked.append(f"{where} ({doc.get('kind')})")
+        elif doc.get("kind") == "Object":
             report.merge(validate_object(reg, _without_status(doc), where))
         else:
             report.merge(reg.validate(doc, where))
@@ -116,6 +132,8 @@ def main() -> int:
     for name in missed:
         print(f"error: known-bad manifest not rejected: {name}")
     print(f"known-bad manifests rejected: {len(KNOWN_BAD) - len(missed)} of {len(KNOWN_BAD)}")
+    for where in report.unchecked:
+        print(f"not schema-checked (no CRD here): {where}")
     for rule, why in sorted(report.not_evaluated.items()):
         print(f"not evaluated: {rule}  ({why})")
     print(summary(report, reg))

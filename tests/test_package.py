@@ -1,0 +1,178 @@
+"""What users install: the Function package, the Configuration, the image."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+
+import pytest
+
+from function.api import Input
+from tests import test_gateway, test_route
+from tests.support import ROOT, load_yaml, make_request, run
+
+PACKAGE = ROOT / "package"
+CONFIGURATION = ROOT / "examples" / "configuration"
+INPUT_CRD = load_yaml(PACKAGE / "input" / "gatewayreadiness.fn.crossplane.io_inputs.yaml")[0]
+
+
+def test_the_function_package_carries_the_usual_annotations() -> None:
+    meta = load_yaml(PACKAGE / "crossplane.yaml")[0]
+    assert (meta["apiVersion"], meta["kind"]) == ("meta.pkg.crossplane.io/v1", "Function")
+    annotations = meta["metadata"]["annotations"]
+    for key in ("source", "license", "description", "readme", "maintainer"):
+        assert annotations.get(f"meta.crossplane.io/{key}"), key
+
+
+def test_the_package_holds_only_the_package_and_the_input_crd() -> None:
+    files = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*") if p.is_file())
+    assert files == ["crossplane.yaml", "input/gatewayreadiness.fn.crossplane.io_inputs.yaml"]
+
+
+# --- the Input CRD says what the pydantic Input accepts --------------------------------
+
+
+def _crd_properties() -> dict[str, Any]:
+    version = INPUT_CRD["spec"]["versions"][0]
+    assert INPUT_CRD["spec"]["group"] + "/" + version["name"] == "gatewayreadiness.fn.crossplane.io/v1alpha1"
+    props: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]
+    return props
+
+
+def _model_fields(model: type[Any]) -> dict[str, Any]:
+    return {(f.alias or name): f for name, f in model.model_fields.items()}
+
+
+def _compare(crd: dict[str, Any], model: type[Any], path: str) -> None:
+    fields = _model_fields(model)
+    assert set(crd) == set(fields), f"{path}: CRD {sorted(crd)} vs model {sorted(fields)}"
+    for name, prop in crd.items():
+        field = fields[name]
+        annotation = field.annotation
+        sub = getattr(annotation, "model_fields", None)
+        if prop.get("type") == "object" and sub is not None and "properties" in prop:
+            _compare(prop["properties"], annotation, f"{path}.{name}")
+            continue
+        if "enum" in prop:
+            values = set(getattr(annotation, "__args__", ())) or {m.value for m in annotation}
+            assert set(prop["enum"]) == values, f"{path}.{name}"
+        if "default" in prop:
+            default = field.get_default(call_default_factory=True)
+            assert prop["default"] == getattr(default, "value", default), f"{path}.{name}"
+
+
+def test_the_input_crd_matches_the_input_model() -> None:
+    _compare(_crd_properties(), Input, "input")
+
+
+def test_the_input_crd_requires_what_the_model_requires() -> None:
+    schema = INPUT_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    required = {(f.alias or n) for n, f in Input.model_fields.items() if f.is_required()}
+    # apiVersion and kind are required by Kubernetes itself.
+    assert set(schema["required"]) == required - {"apiVersion", "kind"}
+
+
+# --- the Configuration ------------------------------------------------------------
+
+
+def test_the_configuration_depends_on_this_function_and_provider_kubernetes() -> None:
+    meta = load_yaml(CONFIGURATION / "crossplane.yaml")[0]
+    deps = {d["package"]: d for d in meta["spec"]["dependsOn"]}
+    assert deps["xpkg.crossplane.io/example/function-gateway-readiness"]["kind"] == "Function"
+    assert deps["xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"]["kind"] == "Provider"
+    assert all(re.match(r"^[<>=~^]", d["version"]) for d in deps.values()), "version constraints, not pins"
+
+
+@pytest.mark.parametrize("kind", ["inference-gateway", "model-route"])
+def test_the_configuration_ships_the_compositions_the_examples_render(kind: str) -> None:
+    shipped = CONFIGURATION / f"{kind.replace('-', '')}-composition.yaml"
+    assert load_yaml(shipped) == load_yaml(ROOT / "examples" / kind / "composition.yaml")
+
+
+def test_provider_kubernetes_runs_with_watches() -> None:
+    docs = {d["kind"]: d for d in load_yaml(CONFIGURATION / "install" / "provider-kubernetes.yaml")}
+    runtime = docs["DeploymentRuntimeConfig"]
+    containers = runtime["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert "--enable-watches" in containers[0]["args"]
+    assert docs["Provider"]["spec"]["runtimeConfigRef"]["name"] == runtime["metadata"]["name"]
+
+
+def _emitted_targets() -> set[tuple[str, str]]:
+    """(API group, kind) of every manifest the function's Objects carry."""
+    targets = set()
+    requests = [
+        make_request(c.xr, test_gateway.GATEWAY_INPUT, c.observed) for c in test_gateway.COMPOSE_CASES
+    ]
+    requests += [
+        make_request(test_route.XR, test_route.ROUTE_INPUT, {}, test_route.gw_required(test_route.READY_GW))
+    ]
+    for req in requests:
+        for item in run(req).desired.resources.values():
+            manifest = item.resource["spec"]["forProvider"]["manifest"]
+            group = manifest["apiVersion"].rpartition("/")[0]
+            targets.add((group, manifest["kind"]))
+    return targets
+
+
+def _plural(kind: str) -> str:
+    lower = kind.lower()
+    # Kubernetes' plural rule: a consonant before the final y makes "ies".
+    return lower[:-1] + "ies" if re.search(r"[^aeiou]y$", lower) else lower + "s"
+
+
+def test_rbac_lets_provider_kubernetes_do_what_the_objects_ask() -> None:
+    role = next(d for d in load_yaml(CONFIGURATION / "install" / "rbac.yaml") if d["kind"] == "ClusterRole")
+    allowed: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                allowed.setdefault((group, resource), set()).update(rule["verbs"])
+    targets = _emitted_targets()
+    assert ("apps", "Deployment") in targets
+    for group, kind in targets:
+        verbs = allowed.get((group, _plural(kind)), set())
+        need = (
+            {"get", "list", "watch"}
+            if kind == "Deployment"
+            else {"get", "list", "watch", "create", "update", "patch", "delete"}
+        )
+        assert need <= verbs, f"{group}/{kind}: has {sorted(verbs)}"
+
+
+# --- the image --------------------------------------------------------------------
+
+# Which Python each base image carries.
+PYTHON_OF_IMAGE = {
+    r"^debian:12(-slim)?$": "3.11",
+    r"^gcr\.io/distroless/python3-debian12(:.*)?$": "3.11",
+    r"^debian:13(-slim)?$": "3.13",
+    r"^gcr\.io/distroless/python3-debian13(:.*)?$": "3.13",
+}
+
+
+def _stages() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text()
+    return re.findall(r"^FROM\s+(\S+)\s+AS\s+(\S+)", text, flags=re.MULTILINE)
+
+
+def _python_of(image: str) -> str:
+    for pattern, version in PYTHON_OF_IMAGE.items():
+        if re.match(pattern, image):
+            return version
+    raise AssertionError(f"unknown base image {image}")
+
+
+def test_build_and_runtime_stages_run_the_same_python_as_the_project() -> None:
+    stages = _stages()
+    assert [name for _, name in stages] == ["build", "runtime"]
+    versions = {_python_of(image) for image, _ in stages}
+    assert len(versions) == 1, stages
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert versions.pop() in requires
+
+
+def test_the_image_runs_as_non_root_and_serves_the_function() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^USER\s+nonroot", text, flags=re.MULTILINE)
+    assert '"-m", "function"' in text
