@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench clean
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e clean
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -30,9 +30,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	ADDRESS=$(ADDRESS) $(BIN)/python -m function --insecure
 
+SHELL_SCRIPTS := .ci/run e2e/run.sh
+
 lint: $(STAMP)
-	$(BIN)/ruff format --check function tests
-	$(BIN)/ruff check function tests
+	$(BIN)/ruff format --check function tests e2e
+	$(BIN)/ruff check function tests e2e
+	$(BIN)/shellcheck $(SHELL_SCRIPTS)
+	@if command -v nix-instantiate >/dev/null 2>&1; then \
+	  nix-instantiate --parse flake.nix >/dev/null && echo "flake.nix parses"; \
+	else \
+	  echo "!!! flake.nix NOT CHECKED: nix-instantiate is not installed (Debian: apt-get install nix-bin)"; \
+	fi
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -72,6 +80,11 @@ crds:
 	  curl -fsSL -o .crds/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml; done
 	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
 	  curl -fsSL -o .crds/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml; done
+
+# The kind integration run: needs Docker, kind, kubectl, helm and the crossplane CLI.
+e2e: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[e2e]'
+	PATH="$(CURDIR)/$(BIN):$$PATH" e2e/run.sh
 
 # Latency, throughput, cold start and RSS against an SDK floor (not part of `make test`).
 bench: $(STAMP)

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Create a kind cluster with everything function-gateway-readiness runs
+# against, then run the e2e pytest suite on it.
+#
+# Needs: docker (a running engine), kind, kubectl, helm, the crossplane CLI,
+# and network access to the public registries. Versions are pinned below.
+#   e2e/run.sh          # create the cluster (if absent), install, test
+#   KEEP=1 e2e/run.sh   # keep the cluster afterwards
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+
+CLUSTER="${CLUSTER:-gateway-readiness-e2e}"
+CROSSPLANE_VERSION="${CROSSPLANE_VERSION:-2.1.0}"
+PROVIDER_KUBERNETES_VERSION="${PROVIDER_KUBERNETES_VERSION:-v1.0.0}"
+ENVOY_GATEWAY_VERSION="${ENVOY_GATEWAY_VERSION:-v1.8.1}"
+ENVOY_AI_GATEWAY_VERSION="${ENVOY_AI_GATEWAY_VERSION:-v1.1.0}"
+REGISTRY_NAME="kind-registry"
+REGISTRY_PORT="5001"
+FUNCTION_REF="localhost:${REGISTRY_PORT}/function-gateway-readiness:v0.1.0"
+
+need() {
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "e2e: $tool is required" >&2; exit 2; }
+  done
+}
+need docker kind kubectl helm crossplane
+docker info >/dev/null 2>&1 || { echo "e2e: no Docker engine is running" >&2; exit 2; }
+
+cleanup() {
+  if [ -z "${KEEP:-}" ]; then
+    kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+# A local registry kind can pull from, for the function's package.
+if [ -z "$(docker ps -q -f "name=^${REGISTRY_NAME}$")" ]; then
+  docker run -d --restart=always -p "127.0.0.1:${REGISTRY_PORT}:5000" --name "$REGISTRY_NAME" registry:2
+fi
+
+if ! kind get clusters | grep -qx "$CLUSTER"; then
+  kind create cluster --name "$CLUSTER" --config "$here/manifests/kind.yaml"
+fi
+docker network connect kind "$REGISTRY_NAME" 2>/dev/null || true
+kubectl apply -f "$here/manifests/local-registry.yaml"
+
+echo "--- building the function image and package"
+docker build -t function-gateway-readiness:e2e "$root"
+crossplane xpkg build --package-root "$root/package" --embed-runtime-image function-gateway-readiness:e2e \
+  --examples-root "$root/examples" -o "$here/function.xpkg"
+crossplane xpkg push -f "$here/function.xpkg" "$FUNCTION_REF"
+
+echo "--- Crossplane ${CROSSPLANE_VERSION}"
+helm repo add crossplane-stable https://charts.crossplane.io/stable --force-update >/dev/null
+helm upgrade --install crossplane crossplane-stable/crossplane --version "$CROSSPLANE_VERSION" \
+  --namespace crossplane-system --create-namespace --wait
+
+echo "--- Envoy Gateway ${ENVOY_GATEWAY_VERSION} and Envoy AI Gateway ${ENVOY_AI_GATEWAY_VERSION}"
+helm upgrade --install aieg-crd oci://docker.io/envoyproxy/ai-gateway-crds-helm --version "$ENVOY_AI_GATEWAY_VERSION" \
+  --namespace envoy-ai-gateway-system --create-namespace --wait
+helm upgrade --install aieg oci://docker.io/envoyproxy/ai-gateway-helm --version "$ENVOY_AI_GATEWAY_VERSION" \
+  --namespace envoy-ai-gateway-system --create-namespace --wait
+helm upgrade --install eg oci://docker.io/envoyproxy/gateway-helm --version "$ENVOY_GATEWAY_VERSION" \
+  --namespace envoy-gateway-system --create-namespace \
+  -f "$here/manifests/envoy-gateway-values.yaml" --wait
+kubectl apply -f "$here/manifests/gatewayclass.yaml"
+
+echo "--- provider-kubernetes ${PROVIDER_KUBERNETES_VERSION} with watches, and the function"
+sed -e "s#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
+    -e "s#xpkg.crossplane.io/example/function-gateway-readiness:v0.1.0#${REGISTRY_NAME}:5000/function-gateway-readiness:v0.1.0#" \
+    "$root/examples/configuration/install/provider-kubernetes.yaml" | kubectl apply -f -
+kubectl apply -f "$root/examples/configuration/install/rbac.yaml"
+kubectl wait --for=condition=Healthy providers.pkg.crossplane.io --all --timeout=600s
+kubectl wait --for=condition=Healthy functions.pkg.crossplane.io --all --timeout=600s
+kubectl apply -f "$root/examples/configuration/install/providerconfig.yaml"
+
+echo "--- the APIs, and a fake OpenAI-compatible backend"
+kubectl apply -f "$root/examples/configuration/inferencegateway-xrd.yaml" -f "$root/examples/configuration/modelroute-xrd.yaml"
+kubectl wait --for=condition=Established compositeresourcedefinitions --all --timeout=300s
+kubectl apply -f "$root/examples/configuration/inferencegateway-composition.yaml" \
+              -f "$root/examples/configuration/modelroute-composition.yaml"
+kubectl apply -f "$here/manifests/fake-backend.yaml"
+kubectl -n team-a rollout status deployment/fake-openai --timeout=300s
+
+echo "--- the suite"
+python -m pytest -v "$here" -p no:cacheprovider
