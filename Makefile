@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e clean
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -80,6 +80,10 @@ crds:
 	  curl -fsSL -o .crds/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml; done
 	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
 	  curl -fsSL -o .crds/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml; done
+
+# The control loop in a simulated cluster: scenarios x (real design, ablations).
+simulate: $(STAMP)
+	$(BIN)/python -m tests.sim
 
 # The kind integration run: needs Docker, kind, kubectl, helm and the crossplane CLI.
 e2e: $(STAMP)

@@ -1,0 +1,72 @@
+"""`make simulate`: every scenario with the real design and each ablation, as a table."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from tests.sim.control import RunFunction
+from tests.sim.scenarios import REAL, SCENARIOS, VARIANTS, Metrics, run_scenario
+from tests.support import served_function
+
+
+@contextmanager
+def grpc_function() -> Iterator[RunFunction]:
+    """The function in its own process, called over gRPC as Crossplane calls it."""
+    with served_function("--insecure") as address, grpc.insecure_channel(address) as channel:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+        def call(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+            rsp: fnv1.RunFunctionResponse = stub.RunFunction(req, timeout=30)
+            return rsp
+
+        yield call
+
+
+def run_all(call: RunFunction) -> dict[tuple[str, str], Metrics]:
+    return {(s.name, v.name): run_scenario(s, call, v) for s in SCENARIOS for v in VARIANTS}
+
+
+def report(results: dict[tuple[str, str], Metrics]) -> tuple[str, int, int, int]:
+    lines = [
+        f"{'scenario':<72} {'variant':<20} {'requests':>8} {'500s':>6} {'lying s':>7} "
+        f"{'deleted':>7} {'rollouts':>8} {'converge s':>10}  violated"
+    ]
+    for (scenario, variant), m in results.items():
+        broken = sorted({v.split(" at ")[0].removeprefix("invariant ") for v in m.violations})
+        converge = "-" if m.converge_seconds is None else str(m.converge_seconds)
+        lines.append(
+            f"{scenario:<72} {variant:<20} {m.requests:>8} {m.errors_500:>6} {m.lying_seconds:>7} "
+            f"{m.gc_deletions:>7} {m.rollouts:>8} {converge:>10}  {','.join(broken) or '-'}"
+        )
+    real_violations = sum(len(m.violations) for (_, v), m in results.items() if v == REAL.name)
+    ablations = [v.name for v in VARIANTS if v is not REAL]
+    caught = sum(any(m.violations for (_, v), m in results.items() if v == name) for name in ablations)
+    steps = sum(m.steps for m in results.values())
+    lines.append(
+        f"scenarios {len(SCENARIOS)}, steps {steps}, invariant violations {real_violations}, "
+        f"ablations caught {caught} of {len(ablations)}"
+    )
+    return "\n".join(lines), real_violations, caught, len(ablations)
+
+
+def main() -> int:
+    with grpc_function() as call:
+        results = run_all(call)
+    text, violations, caught, total = report(results)
+    print(text)
+    for (scenario, variant), m in results.items():
+        if variant == REAL.name:
+            for v in m.violations[:5]:
+                print(f"  real design, {scenario}: {v}")
+    return 0 if violations == 0 and caught == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""Crossplane and provider-kubernetes, driving the real function over real gRPC.
+
+Crossplane: calls the function with the observed XR, composed resources and
+required resources (in rounds, as Crossplane resolves requirements), applies
+the desired state, garbage-collects observed composed resources that are no
+longer desired, records the XR's conditions, and reconciles an XR when one of
+its composed resources changes (realtime compositions) or when the response
+TTL (60 s) runs out. Required resources are not watched.
+
+provider-kubernetes: applies each managed Object's manifest to the world,
+never writes an observe-only Object's target, and evaluates the emitted
+`celQuery` with cel-expr-python on the target converted as the provider does
+(every number a double). It re-reads a watched Object when its target changes
+(with --enable-watches), and otherwise every 30 s while not Ready and every
+10 min when Ready.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from tests.cel_eval import eval_reference
+from tests.sim.world import Key, World
+
+# Crossplane's default response TTL, and so its poll interval for an XR.
+XR_TTL_SECONDS = 60
+# provider-kubernetes: re-read a not-Ready Object this often, a Ready one this often.
+NOT_READY_POLL_SECONDS = 30
+READY_POLL_SECONDS = 600
+# Seconds from writing a target to reading it back (the requeue after a write).
+AFTER_WRITE_SECONDS = 2
+# Seconds between a change and the controller acting on its watch event.
+WATCH_DELAY_SECONDS = 1
+
+RunFunction = Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse]
+
+
+class Ablation:
+    """A design element taken away: it may rewrite the request and the answer."""
+
+    name = "real design"
+
+    def before(self, xr: XR, req: fnv1.RunFunctionRequest, crossplane: Crossplane) -> None:
+        """Change what the function is asked."""
+
+    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:
+        """Change what the function answered, before Crossplane applies it."""
+
+
+def production_json(obj: Any) -> Any:
+    """JSON through a Go map: every number a double."""
+    return json.loads(json.dumps(obj), parse_int=float, parse_float=float)
+
+
+@dataclass
+class ObjectState:
+    """A provider-kubernetes Object: what Crossplane applied, what the provider saw."""
+
+    body: dict[str, Any]
+    status: dict[str, Any] = field(default_factory=dict)
+    next_read: int = 0
+    applied_spec: Any = None
+
+    @property
+    def observe_only(self) -> bool:
+        return self.body["spec"].get("managementPolicies") == ["Observe"]
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        manifest: dict[str, Any] = self.body["spec"]["forProvider"]["manifest"]
+        return manifest
+
+    @property
+    def target(self) -> Key:
+        meta = self.manifest["metadata"]
+        return (self.manifest["kind"], meta.get("namespace", ""), meta["name"])
+
+    def ready(self) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in self.status.get("conditions", []))
+
+    def observed(self) -> dict[str, Any]:
+        return {**copy.deepcopy(self.body), "status": copy.deepcopy(self.status)}
+
+
+class Provider:
+    """provider-kubernetes with --enable-watches (unless told otherwise)."""
+
+    def __init__(self, world: World, *, watches: bool = True) -> None:
+        self.world = world
+        self.objects: dict[tuple[str, str], ObjectState] = {}  # (namespace, name)
+        self.watches = watches
+        self.stopped = False
+        self.changed: set[tuple[str, str]] = set()  # Objects whose status changed
+
+    def upsert(self, body: dict[str, Any]) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        state = self.objects.get(key)
+        if state is None:
+            self.objects[key] = ObjectState(copy.deepcopy(body), next_read=self.world.now)
+        elif state.body != body:
+            state.body = copy.deepcopy(body)
+            state.next_read = self.world.now
+
+    def remove(self, key: tuple[str, str]) -> None:
+        state = self.objects.pop(key, None)
+        if state is not None and not state.observe_only:
+            self.world.delete(state.target)
+
+    def step(self, target_changes: set[Key]) -> None:
+        if self.stopped:
+            return
+        now = self.world.now
+        for key, state in sorted(self.objects.items()):
+            watched = self.watches and state.body["spec"].get("watch") is True
+            if watched and state.target in target_changes:
+                state.next_read = min(state.next_read, now + WATCH_DELAY_SECONDS)
+            if now < state.next_read:
+                continue
+            self._reconcile(key, state)
+
+    def _reconcile(self, key: tuple[str, str], state: ObjectState) -> None:
+        now = self.world.now
+        wrote = False
+        if not state.observe_only and state.applied_spec != state.manifest:
+            self.world.apply(copy.deepcopy(state.manifest))
+            state.applied_spec = copy.deepcopy(state.manifest)
+            wrote = True
+        target = self.world.get(*state.target)
+        if target is None:
+            status: dict[str, Any] = {
+                "conditions": [
+                    {
+                        "type": "Synced",
+                        "status": "False",
+                        "reason": "ReconcileError",
+                        "message": "cannot observe external resource: external resource does not exist",
+                    }
+                ]
+            }
+            ready = False
+        else:
+            readiness = state.body["spec"].get("readiness", {})
+            if readiness.get("policy") == "DeriveFromCelQuery":
+                ready = eval_reference(readiness["celQuery"], production_json(target))
+            else:
+                ready = True
+            status = {
+                "atProvider": {"manifest": copy.deepcopy(target)},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True" if ready else "False",
+                        "reason": "Available" if ready else "Unavailable",
+                    },
+                    {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+                ],
+            }
+        if status != state.status:
+            state.status = status
+            self.changed.add(key)
+        state.next_read = now + (READY_POLL_SECONDS if ready else NOT_READY_POLL_SECONDS)
+        if wrote:
+            # After a create or update the managed reconciler requeues at once
+            # and observes the result a moment later.
+            state.next_read = now + AFTER_WRITE_SECONDS
+
+
+@dataclass
+class XR:
+    kind: str  # "InferenceGateway" or "ModelRoute"
+    body: dict[str, Any]
+    composition_input: dict[str, Any]
+    composed: dict[str, tuple[str, str]] = field(default_factory=dict)  # resource name -> Object key
+    next_reconcile: int = 0
+    deleted: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.body["metadata"]["namespace"], self.body["metadata"]["name"])
+
+    def condition(self, typ: str) -> dict[str, Any]:
+        for c in self.body.get("status", {}).get("conditions", []):
+            if c["type"] == typ:
+                return dict(c)
+        return {}
+
+    def is_true(self, typ: str) -> bool:
+        return self.condition(typ).get("status") == "True"
+
+
+@dataclass
+class GCDeletion:
+    at: int
+    xr: tuple[str, str, str]
+    resource: str
+
+
+class Crossplane:
+    def __init__(
+        self, world: World, provider: Provider, run_function: RunFunction, ablation: Ablation
+    ) -> None:
+        self.world = world
+        self.provider = provider
+        self.run_function = run_function
+        self.ablation = ablation
+        self.xrs: dict[tuple[str, str, str], XR] = {}
+        # Composed resources of XRs that still exist, deleted by garbage collection.
+        self.gc_deletions: list[GCDeletion] = []
+        self.calls = 0
+
+    def create(self, xr: XR) -> None:
+        xr.next_reconcile = self.world.now
+        self.xrs[xr.key] = xr
+
+    def update_spec(self, key: tuple[str, str, str], spec: dict[str, Any]) -> None:
+        xr = self.xrs[key]
+        xr.body["spec"] = spec
+        xr.next_reconcile = self.world.now
+
+    def delete(self, key: tuple[str, str, str]) -> None:
+        xr = self.xrs.pop(key)
+        xr.deleted = True
+        for obj in xr.composed.values():
+            self.provider.remove(obj)
+
+    def gateway_xr(self, namespace: str, name: str) -> XR | None:
+        return self.xrs.get(("InferenceGateway", namespace, name))
+
+    def step(self) -> None:
+        now = self.world.now
+        changed = self.provider.changed
+        self.provider.changed = set()
+        for xr in list(self.xrs.values()):
+            if any(obj in changed for obj in xr.composed.values()):
+                xr.next_reconcile = min(xr.next_reconcile, now + WATCH_DELAY_SECONDS)
+        for key in sorted(self.xrs):
+            xr = self.xrs[key]
+            if now >= xr.next_reconcile:
+                self.reconcile(xr)
+
+    def _request(self, xr: XR) -> fnv1.RunFunctionRequest:
+        req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag=f"{xr.key}"))
+        req.observed.composite.resource.update(copy.deepcopy(xr.body))
+        for name, obj in sorted(xr.composed.items()):
+            state = self.provider.objects.get(obj)
+            if state is not None:
+                observed = state.observed()
+                observed["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": name}
+                req.observed.resources[name].resource.update(observed)
+        req.input.update(xr.composition_input)
+        return req
+
+    def _resolve(self, req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
+        req.required_resources.clear()
+        for name, selector in rsp.requirements.resources.items():
+            items = req.required_resources[name]
+            found = self.xrs.get((selector.kind, selector.namespace, selector.match_name))
+            if found is not None:
+                items.items.add().resource.update(copy.deepcopy(found.body))
+
+    def reconcile(self, xr: XR) -> None:
+        req = self._request(xr)
+        self.ablation.before(xr, req, self)
+        rsp = self.run_function(req)
+        self.calls += 1
+        for _ in range(4):  # Crossplane stops after five rounds
+            if not rsp.requirements.resources:
+                break
+            before = rsp.requirements
+            self._resolve(req, rsp)
+            rsp = self.run_function(req)
+            self.calls += 1
+            if rsp.requirements == before:
+                break
+        xr.next_reconcile = self.world.now + XR_TTL_SECONDS
+        if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return  # a fatal result: nothing applied, nothing deleted
+        self.ablation.after(xr, rsp, self)
+        desired = {name: resource.struct_to_dict(r.resource) for name, r in rsp.desired.resources.items()}
+        for name in sorted(set(xr.composed) - set(desired)):
+            self.gc_deletions.append(GCDeletion(self.world.now, xr.key, name))
+            self.provider.remove(xr.composed.pop(name))
+        for name, raw in sorted(desired.items()):
+            body = _ints(raw)
+            body["metadata"].setdefault("namespace", xr.body["metadata"]["namespace"])
+            self.provider.upsert(body)
+            xr.composed[name] = (body["metadata"]["namespace"], body["metadata"]["name"])
+        status = dict(resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {})
+        conditions = {c["type"]: c for c in xr.body.get("status", {}).get("conditions", [])}
+        for c in rsp.conditions:
+            conditions[c.type] = {
+                "type": c.type,
+                "status": {fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False"}.get(
+                    c.status, "Unknown"
+                ),
+                "reason": c.reason,
+                "message": c.message,
+            }
+        ready = rsp.desired.composite.ready == fnv1.READY_TRUE
+        conditions["Ready"] = {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "Available" if ready else "Creating",
+        }
+        status["conditions"] = sorted(conditions.values(), key=lambda c: c["type"])
+        xr.body["status"] = _ints(status)
+
+
+def _ints(node: Any) -> Any:
+    """Whole floats back to ints, as the API server stores integers."""
+    if isinstance(node, dict):
+        return {k: _ints(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_ints(v) for v in node]
+    if isinstance(node, float) and node.is_integer():
+        return int(node)
+    return node

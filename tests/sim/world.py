@@ -1,0 +1,395 @@
+"""The cluster the function composes for: Envoy Gateway, Envoy AI Gateway, pods, traffic.
+
+A deterministic model, stepped one second at a time, of the controllers
+whose timing the incident lives in (upstream behaviour as of Envoy Gateway
+v1.8.1 and Envoy AI Gateway v1.1.0, see shared/docs/upstream-facts.md):
+
+- Envoy Gateway creates one proxy Deployment per Gateway, named as it names
+  them (pinned by the EnvoyProxy, or its hashed default), and rolls it with
+  maxSurge and maxUnavailable 25%;
+- Envoy AI Gateway's webhook injects the ext-proc sidecar into a pod only if
+  an effective route exists when the pod is created (as its informer sees it,
+  a few seconds late); its controller stamps the pod template with the
+  ext-proc config hash once routes exist, and rolls the Deployment when
+  "routes exist" and "pods have the sidecar" disagree, never mid-rollout;
+- a request for a model goes to every ready pod: 500 where the pod lacks the
+  sidecar, 404 where no route matches the model, 200 otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from function.naming import generated_deployment_name
+
+MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
+UUID = "aigateway.envoyproxy.io/uuid"
+MODEL_HEADER = "x-ai-eg-model"
+EG_NAMESPACE = "envoy-gateway-system"
+
+# Seconds from pod creation to available: image pull, Envoy and the ext-proc
+# starting, readiness probes. A two-pod rollout then takes about 45 s, longer
+# than provider-kubernetes' 30 s poll of a not-Ready Object, as in the incident.
+POD_START_SECONDS = 20
+# How stale Envoy AI Gateway's view of routes is (informer and reconcile lag).
+AIGW_LAG_SECONDS = 3
+# Seconds the Deployment controller takes to observe a new generation.
+OBSERVE_GENERATION_SECONDS = 1
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+@dataclass
+class Pod:
+    name: str
+    template: int  # the template revision it was created from
+    created: int
+    sidecar: bool
+
+    def available(self, now: int) -> bool:
+        return now >= self.created + POD_START_SECONDS
+
+
+@dataclass
+class Deployment:
+    namespace: str
+    name: str
+    gateway: tuple[str, str]  # owning Gateway (namespace, name)
+    replicas: int
+    generation: int = 1
+    observed_generation: int = 0
+    observed_at: int = 0
+    template: int = 1  # bumped on every template change
+    annotations: dict[str, str] = field(default_factory=dict)
+    image: str = "envoy:v1"
+    pods: list[Pod] = field(default_factory=list)
+    uid: int = 0
+
+    def change_template(self, now: int) -> None:
+        self.template += 1
+        self.generation += 1
+        self.observed_at = now + OBSERVE_GENERATION_SECONDS
+
+    def rolling(self, now: int) -> bool:
+        """Mid-rollout as `kubectl rollout status` sees it: not every pod current and available."""
+        current = [p for p in self.pods if p.template == self.template]
+        return (
+            self.observed_generation < self.generation
+            or len(current) != len(self.pods)
+            or len(current) != self.replicas
+            or not all(p.available(now) for p in current)
+        )
+
+    def manifest(self, now: int) -> dict[str, Any]:
+        """The Deployment as the API server would return it (zero counts omitted)."""
+        current = [p for p in self.pods if p.template == self.template]
+        status = {
+            "observedGeneration": self.observed_generation,
+            "replicas": len(self.pods),
+            "updatedReplicas": len(current),
+            "readyReplicas": sum(p.available(now) for p in self.pods),
+            "availableReplicas": sum(p.available(now) for p in self.pods),
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "generation": self.generation,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "envoy-gateway",
+                    "gateway.envoyproxy.io/owning-gateway-namespace": self.gateway[0],
+                    "gateway.envoyproxy.io/owning-gateway-name": self.gateway[1],
+                },
+            },
+            "spec": {
+                "replicas": self.replicas,
+                "template": {
+                    "metadata": {"annotations": dict(self.annotations)},
+                    "spec": {"containers": [{"name": "envoy", "image": self.image}]},
+                },
+            },
+            "status": {k: v for k, v in status.items() if v},
+        }
+
+
+@dataclass
+class Traffic:
+    requests: int = 0
+    ok: int = 0
+    errors_500: int = 0
+    not_found: int = 0
+    unavailable: int = 0
+
+
+class World:
+    """Every object in the cluster that is not a Crossplane or provider object."""
+
+    def __init__(self, *, gateway_namespace_mode: bool = False) -> None:
+        self.now = 0
+        # Targets provider-kubernetes manages, as applied (plus controller status).
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.created_at: dict[Key, int] = {}
+        self.deployments: dict[tuple[str, str], Deployment] = {}
+        # Envoy Gateway's deploy mode: ControllerNamespace (default) or GatewayNamespace.
+        self.gateway_namespace_mode = gateway_namespace_mode
+        # Effective routes per Gateway as Envoy AI Gateway saw them, per second.
+        self._route_history: list[dict[tuple[str, str], int]] = []
+        self.rollouts = 0
+        self.changed: set[Key] = set()  # targets whose content changed this tick
+        self._pod_serial = 0
+
+    # --- the API server -----------------------------------------------------------
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
+        old = self.objects.get(key)
+        new = {k: v for k, v in manifest.items() if k != "status"}
+        if old is not None:
+            new["status"] = old.get("status", {})
+            if {k: v for k, v in old.items() if k != "status"} == {
+                k: v for k, v in new.items() if k != "status"
+            }:
+                return
+        else:
+            self.created_at[key] = self.now
+            new["status"] = {}
+        self.objects[key] = new
+        self.changed.add(key)
+
+    def delete(self, key: Key) -> None:
+        if self.objects.pop(key, None) is not None:
+            self.changed.add(key)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if kind == "Deployment":
+            dep = self.deployments.get((namespace, name))
+            return dep.manifest(self.now) if dep else None
+        return self.objects.get((kind, namespace, name))
+
+    # --- Envoy AI Gateway's view -----------------------------------------------------
+
+    def effective_routes(self) -> dict[tuple[str, str], int]:
+        """AIGatewayRoutes attached to each Gateway, now."""
+        counts: dict[tuple[str, str], int] = {}
+        for (kind, ns, _), obj in self.objects.items():
+            if kind != "AIGatewayRoute":
+                continue
+            for parent in obj["spec"].get("parentRefs", []):
+                gw = (parent.get("namespace", ns), parent["name"])
+                counts[gw] = counts.get(gw, 0) + 1
+        return counts
+
+    def routes_seen_by_aigw(self, gateway: tuple[str, str]) -> bool:
+        index = max(0, len(self._route_history) - 1 - AIGW_LAG_SECONDS)
+        if not self._route_history:
+            return False
+        return self._route_history[index].get(gateway, 0) > 0
+
+    def models(self, gateway: tuple[str, str]) -> list[str]:
+        """What `/v1/models` lists: exact x-ai-eg-model matches of attached routes."""
+        out = []
+        for (kind, ns, _), obj in sorted(self.objects.items()):
+            if kind != "AIGatewayRoute":
+                continue
+            if not any(
+                (p.get("namespace", ns), p["name"]) == gateway for p in obj["spec"].get("parentRefs", [])
+            ):
+                continue
+            for rule in obj["spec"].get("rules", []):
+                for match in rule.get("matches", []):
+                    for header in match.get("headers", []):
+                        if header.get("name") == MODEL_HEADER and header.get("type", "Exact") == "Exact":
+                            out.append(header["value"])
+        return out
+
+    # --- controllers, one step ----------------------------------------------------------
+
+    def step(self) -> None:
+        before = {key: dep.manifest(self.now) for key, dep in self.deployments.items()}
+        self.now += 1
+        self._route_history.append(self.effective_routes())
+        self._accept()
+        self._envoy_gateway()
+        self._ai_gateway()
+        for dep in self.deployments.values():
+            self._roll(dep)
+        # Watches fire on Deployments too: any change of spec or status.
+        for key in set(before) | set(self.deployments):
+            dep = self.deployments.get(key)
+            if dep is None or before.get(key) != dep.manifest(self.now):
+                self.changed.add(("Deployment", *key))
+
+    def _set_status(self, key: Key, status: dict[str, Any]) -> None:
+        if self.objects[key].get("status") != status:
+            self.objects[key]["status"] = status
+            self.changed.add(key)
+
+    # Kinds whose controllers set Accepted a second after creation.
+    _ACCEPTING = ("AIGatewayRoute", "AIServiceBackend", "Backend", "BackendSecurityPolicy", "EnvoyProxy")
+
+    def _accept(self) -> None:
+        for key in list(self.objects):
+            if key[0] in self._ACCEPTING and self.now - self.created_at[key] >= 1:
+                self._set_status(
+                    key, {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted"}]}
+                )
+
+    def deployment_key(self, gw_ns: str, gw_name: str, proxy: dict[str, Any] | None) -> tuple[str, str]:
+        if self.gateway_namespace_mode:
+            return gw_ns, gw_name
+        pinned = (
+            (proxy or {}).get("spec", {}).get("provider", {}).get("kubernetes", {}).get("envoyDeployment", {})
+        ).get("name")
+        return EG_NAMESPACE, pinned or generated_deployment_name(gw_ns, gw_name)
+
+    def _envoy_gateway(self) -> None:
+        wanted: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
+        for (kind, ns, name), gw in self.objects.items():
+            if kind != "Gateway":
+                continue
+            ref = gw["spec"].get("infrastructure", {}).get("parametersRef", {})
+            proxy = self.objects.get(("EnvoyProxy", ns, ref.get("name", "")))
+            replicas = (
+                (proxy or {})
+                .get("spec", {})
+                .get("provider", {})
+                .get("kubernetes", {})
+                .get("envoyDeployment", {})
+            ).get("replicas", 1)
+            wanted[self.deployment_key(ns, name, proxy)] = ((ns, name), int(replicas))
+        for key in list(self.deployments):
+            if key not in wanted:
+                del self.deployments[key]
+        for key, (gateway, replicas) in wanted.items():
+            dep = self.deployments.get(key)
+            if dep is None:
+                dep = Deployment(
+                    key[0], key[1], gateway, replicas, observed_at=self.now + OBSERVE_GENERATION_SECONDS
+                )
+                self.deployments[key] = dep
+            elif dep.replicas != replicas:
+                dep.replicas = replicas
+                dep.generation += 1
+                dep.observed_at = self.now + OBSERVE_GENERATION_SECONDS
+            # Programmed once the proxy has an available pod to serve the listeners.
+            available = any(p.available(self.now) for p in dep.pods)
+            status = {
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted"},
+                    {
+                        "type": "Programmed",
+                        "status": "True" if available else "False",
+                        "reason": "Programmed" if available else "NoResources",
+                    },
+                ]
+            }
+            if available:
+                status["addresses"] = [{"type": "IPAddress", "value": "172.18.0.200"}]
+            self._set_status(("Gateway", *gateway), status)
+
+    def _ai_gateway(self) -> None:
+        for dep in self.deployments.values():
+            if dep.rolling(self.now):
+                continue  # never patch a Deployment mid-rollout
+            routes = self.routes_seen_by_aigw(dep.gateway)
+            sidecars = [p.sidecar for p in dep.pods]
+            # Stamp the template with the ext-proc config hash once routes exist.
+            needs_stamp = routes and MARKER not in dep.annotations
+            # "Routes exist" and "pods have the sidecar" disagree.
+            mismatch = (routes and not all(sidecars)) or (not routes and any(sidecars))
+            if not (needs_stamp or mismatch):
+                continue
+            if needs_stamp:
+                dep.annotations[MARKER] = "5d41402abc4b2a76"
+            dep.uid += 1
+            dep.annotations[UUID] = f"uuid-{dep.uid}"
+            dep.change_template(self.now)
+            self.rollouts += 1
+
+    def _new_pod(self, dep: Deployment) -> Pod:
+        self._pod_serial += 1
+        # The webhook injects the sidecar only if it sees an effective route now.
+        return Pod(
+            name=f"{dep.name}-{self._pod_serial}",
+            template=dep.template,
+            created=self.now,
+            sidecar=self.routes_seen_by_aigw(dep.gateway),
+        )
+
+    def _roll(self, dep: Deployment) -> None:
+        """The Deployment controller: RollingUpdate, maxSurge and maxUnavailable 25%."""
+        if dep.observed_generation < dep.generation and self.now >= dep.observed_at:
+            dep.observed_generation = dep.generation
+        if dep.observed_generation < dep.generation:
+            return
+        surge = max(1, math.ceil(dep.replicas * 0.25))
+        max_unavailable = math.floor(dep.replicas * 0.25)
+        current = [p for p in dep.pods if p.template == dep.template]
+        old = [p for p in dep.pods if p.template != dep.template]
+        while len(current) < dep.replicas and len(dep.pods) < dep.replicas + surge:
+            pod = self._new_pod(dep)
+            dep.pods.append(pod)
+            current.append(pod)
+        # Old pods go while enough pods stay available; unavailable ones first.
+        old.sort(key=lambda p: (p.available(self.now), p.created))
+        for pod in old:
+            available = sum(p.available(self.now) for p in dep.pods)
+            if pod.available(self.now) and available - 1 < dep.replicas - max_unavailable:
+                break
+            dep.pods.remove(pod)
+        while not old and len(dep.pods) > dep.replicas:
+            dep.pods.remove(min(dep.pods, key=lambda p: (p.available(self.now), -p.created)))
+
+    # --- faults -------------------------------------------------------------------------
+
+    def evict_one(self, gateway: tuple[str, str], min_available: int) -> bool:
+        """Evict the oldest available pod of the gateway, if the PDB allows it."""
+        for dep in self.deployments.values():
+            if dep.gateway != gateway:
+                continue
+            available = [p for p in dep.pods if p.available(self.now)]
+            if len(available) - 1 < min_available or not available:
+                return False
+            dep.pods.remove(min(available, key=lambda p: p.created))
+            return True
+        return False
+
+    def upgrade_envoy(self, gateway: tuple[str, str], image: str) -> None:
+        for dep in self.deployments.values():
+            if dep.gateway == gateway and dep.image != image:
+                dep.image = image
+                dep.change_template(self.now)
+                self.rollouts += 1
+
+    # --- traffic ----------------------------------------------------------------------------
+
+    def request(self, gateway: tuple[str, str], model: str, traffic: Traffic) -> int:
+        """One request for the model to every ready pod; returns how many got 500."""
+        routed = model in self.models(gateway)
+        pods = [
+            p
+            for dep in self.deployments.values()
+            if dep.gateway == gateway
+            for p in dep.pods
+            if p.available(self.now)
+        ]
+        if not pods:
+            traffic.requests += 1
+            traffic.unavailable += 1
+            return 0
+        failures = 0
+        for pod in pods:
+            traffic.requests += 1
+            if not pod.sidecar:
+                traffic.errors_500 += 1
+                failures += 1
+            elif not routed:
+                traffic.not_found += 1
+            else:
+                traffic.ok += 1
+        return failures
