@@ -124,6 +124,15 @@ def replica_sets(api: Any, namespace: str, name: str) -> set[str]:
     }
 
 
+def apply_route_and_wait(api: Any) -> None:
+    """The example ModelRoute, served by the fake backend, until RoutingReady=True."""
+    apply(ROOT / "examples" / "model-route" / "xr.yaml", _route_to_fake_backend)
+    wait_for(
+        "RoutingReady=True",
+        lambda: condition(xr(api, "modelroutes", "team-a", "llama"), "RoutingReady").get("status") == "True",
+    )
+
+
 def test_gateway_becomes_ready(api: Any) -> None:
     apply(ROOT / "examples" / "inference-gateway" / "xr.yaml")
     wait_for(
@@ -136,11 +145,7 @@ def test_gateway_becomes_ready(api: Any) -> None:
 
 
 def test_a_model_route_becomes_ready_and_answers(api: Any) -> None:
-    apply(ROOT / "examples" / "model-route" / "xr.yaml", _route_to_fake_backend)
-    wait_for(
-        "RoutingReady=True",
-        lambda: condition(xr(api, "modelroutes", "team-a", "llama"), "RoutingReady").get("status") == "True",
-    )
+    apply_route_and_wait(api)
     namespace, _ = envoy_deployment(api)
     service = wait_for(
         "the Envoy service",
@@ -176,11 +181,7 @@ def test_removing_the_last_route_does_not_roll_envoy(api: Any) -> None:
 
 
 def test_evicting_one_of_two_envoy_pods_keeps_the_gateway_ready(api: Any) -> None:
-    apply(ROOT / "examples" / "model-route" / "xr.yaml", _route_to_fake_backend)
-    wait_for(
-        "RoutingReady=True",
-        lambda: condition(xr(api, "modelroutes", "team-a", "llama"), "RoutingReady").get("status") == "True",
-    )
+    apply_route_and_wait(api)
     namespace, _ = envoy_deployment(api)
     pods = (
         api.CoreV1Api()

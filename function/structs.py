@@ -19,12 +19,8 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 
-def _value(v: struct_pb2.Value) -> Any:
+def _scalar(v: struct_pb2.Value) -> Any:
     kind = v.WhichOneof("kind")
-    if kind == "struct_value":
-        return to_dict(v.struct_value)
-    if kind == "list_value":
-        return [_value(item) for item in v.list_value.values]
     if kind == "string_value":
         return v.string_value
     if kind == "number_value":
@@ -36,8 +32,8 @@ def _value(v: struct_pb2.Value) -> Any:
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain Python data."""
-    fields = s.fields
-    return {key: _value(fields[key]) for key in fields}
+    converted: dict[str, Any] = plain(StructView(s))
+    return converted
 
 
 class StructView(Mapping[str, Any]):
@@ -76,7 +72,7 @@ def _view(v: struct_pb2.Value) -> Any:
         return StructView(v.struct_value)
     if kind == "list_value":
         return [_view(item) for item in v.list_value.values]
-    return _value(v)
+    return _scalar(v)
 
 
 def plain(value: Any) -> Any:
