@@ -87,7 +87,8 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         structs.fill(entry.resource, outcome.resources[name])
         entry.ready = fnv1.READY_TRUE if outcome.ready.get(name) else fnv1.READY_FALSE
     if outcome.status:
-        resource.update(rsp.desired.composite, {"status": outcome.status})
+        # Merged into what earlier pipeline steps put in the XR's status.
+        rsp.desired.composite.resource.get_or_create_struct("status").update(outcome.status)
     if outcome.verdict is not None:
         verdict = outcome.verdict
         response.set_conditions(

@@ -266,3 +266,12 @@ def test_a_raised_limit_serves_the_same_request() -> None:
         rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=30)
     assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert {"big", "gateway", "anchor-route", "envoy-proxy", "envoy-deployment"} <= set(rsp.desired.resources)
+
+
+def test_earlier_steps_keep_their_xr_status_fields() -> None:
+    req = make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED)
+    req.desired.composite.resource.update({"status": {"fromEarlierStep": "kept"}})
+    rsp = run(req)
+    status = rsp.desired.composite.resource["status"]
+    assert status["fromEarlierStep"] == "kept"
+    assert status["gateway"]["name"] == "inference"
