@@ -70,11 +70,11 @@ kubectl apply -f "$here/manifests/gatewayclass.yaml"
 echo "--- provider-kubernetes ${PROVIDER_KUBERNETES_VERSION} with watches, and the function"
 sed -e "s#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
     -e "s#xpkg.crossplane.io/example/function-gateway-readiness:v0.1.0#${REGISTRY_NAME}:5000/function-gateway-readiness:v0.1.0#" \
-    "$root/examples/configuration/install/provider-kubernetes.yaml" | kubectl apply -f -
-kubectl apply -f "$root/examples/configuration/install/rbac.yaml"
+    "$root/examples/install/provider-kubernetes.yaml" | kubectl apply -f -
+kubectl apply -f "$root/examples/install/rbac.yaml"
 kubectl wait --for=condition=Healthy providers.pkg.crossplane.io --all --timeout=600s
 kubectl wait --for=condition=Healthy functions.pkg.crossplane.io --all --timeout=600s
-kubectl apply -f "$root/examples/configuration/install/providerconfig.yaml"
+kubectl apply -f "$root/examples/install/providerconfig.yaml"
 
 echo "--- the APIs, and a fake OpenAI-compatible backend"
 kubectl apply -f "$root/examples/configuration/inferencegateway-xrd.yaml" -f "$root/examples/configuration/modelroute-xrd.yaml"

@@ -17,7 +17,15 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 # RFC 1123 label: what Kubernetes accepts for namespaces, Service-like names and
@@ -33,6 +41,9 @@ ANNOTATION_KEY = (
 )
 # An HTTP header name as Gateway API accepts it in a header match.
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# A Kubernetes resource quantity in binary or decimal units, as Envoy Gateway's
+# bufferLimit takes it (no fractions, no exponents).
+QUANTITY = r"^[1-9][0-9]{0,11}(Ki|Mi|Gi|k|M|G)?$"
 # Gateway API / Envoy AI Gateway duration: up to four "<n><unit>" groups.
 DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
 
@@ -65,11 +76,36 @@ class DeploymentNaming(StrEnum):
 
     # We set EnvoyProxy envoyDeployment.name to a name derived from the gateway.
     PINNED = "Pinned"
-    # Envoy Gateway's hashed default name in its own namespace.
+    # Envoy Gateway's default: a hash of the Gateway in its own namespace, the
+    # Gateway's name in GatewayNamespace mode.
     GENERATED = "Generated"
-    # Envoy Gateway runs in GatewayNamespace deploy mode: the Deployment is
-    # named after the Gateway and lives in the Gateway's namespace.
+
+
+class DeployMode(StrEnum):
+    """Where Envoy Gateway places proxy Deployments: its own install's setting.
+
+    Independent of naming (Envoy Gateway v1.8 `resource_provider.go`
+    GetResourceNamespace): a pinned name is placed by this too.
+    """
+
+    # Envoy Gateway's own namespace (`envoyGatewayNamespace`), the default.
+    CONTROLLER_NAMESPACE = "ControllerNamespace"
+    # The Gateway's namespace.
     GATEWAY_NAMESPACE = "GatewayNamespace"
+
+
+class ServiceType(StrEnum):
+    """The Envoy Service type (EnvoyProxy envoyService.type).
+
+    A Gateway is Programmed only once it has an address (Envoy Gateway v1.8
+    `internal/gatewayapi/status/gateway.go`); a LoadBalancer Service gets one
+    only where a load-balancer controller runs, so kind and bare metal need
+    ClusterIP or NodePort for GatewayReady ever to turn True.
+    """
+
+    LOAD_BALANCER = "LoadBalancer"
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
 
 
 class AvailabilityPolicy(StrEnum):
@@ -134,6 +170,8 @@ class Envoy(Model):
     pod_disruption_budget: PodDisruptionBudget = Field(default_factory=_default_pdb)
     gateway_namespace: Name = Field(default="envoy-gateway-system", alias="envoyGatewayNamespace")
     deployment_naming: DeploymentNaming = DeploymentNaming.PINNED
+    deploy_mode: DeployMode = DeployMode.CONTROLLER_NAMESPACE
+    service_type: ServiceType = ServiceType.LOAD_BALANCER
     availability_policy: AvailabilityPolicy = AvailabilityPolicy.AT_LEAST_ONE
 
 
@@ -153,6 +191,10 @@ class InferenceGatewaySpec(Model):
     namespace: Name | None = None
     listeners: list[Listener] = Field(default_factory=_default_listeners, min_length=1, max_length=64)
     envoy: Envoy = Field(default_factory=Envoy)
+    # Envoy buffers a request body up to this size; its 32 KiB default is too
+    # small for AI request bodies, and Envoy AI Gateway's own example raises
+    # it to 50Mi (`examples/basic/basic.yaml`).
+    request_buffer_limit: Annotated[str, Field(pattern=QUANTITY)] = "50Mi"
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
 
     @model_validator(mode="after")
@@ -215,6 +257,75 @@ def _default_schema() -> APISchema:
     return APISchema()
 
 
+# What each provider accepts as an API key, as Envoy AI Gateway v1.1.0 sends
+# it (`internal/backendauth/`): `Authorization: Bearer` for APIKey
+# (api_key.go), `x-api-key` for AnthropicAPIKey (anthropicapikey.go), Azure's
+# `api-key` for AzureAPIKey. A schema missing here takes no plain key: AWS
+# signs requests with SigV4 and GCP takes OAuth tokens, so a key sent to them
+# fails every request while every resource reports Accepted. Each entry is
+# the policy type and the field that carries its Secret.
+API_KEY_POLICY_BY_SCHEMA = {
+    "OpenAI": ("APIKey", "apiKey"),
+    "Cohere": ("APIKey", "apiKey"),
+    "Anthropic": ("AnthropicAPIKey", "anthropicAPIKey"),
+    "AzureOpenAI": ("AzureAPIKey", "azureAPIKey"),
+}
+# Which credentials each cloud's schemas take.
+CREDENTIALS_BY_SCHEMA = {
+    "AWSBedrock": "aws",
+    "AWSAnthropic": "aws",
+    "GCPVertexAI": "gcp",
+    "GCPAnthropic": "gcp",
+    "AzureOpenAI": "azure",
+}
+
+
+class AWSCredentials(Model):
+    """AWSCredentials: an AWS credentials file held in a Secret; requests are signed with SigV4."""
+
+    region: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    credentials_secret_ref: SecretRef
+    profile: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")] | None = None
+
+
+class GCPCredentials(Model):
+    """GCPCredentials: a service-account credentials file held in a Secret."""
+
+    project_name: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    region: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    credentials_secret_ref: SecretRef
+
+
+class AzureCredentials(Model):
+    """AzureCredentials: an Entra ID app (client secret in a Secret, key `client-secret`)."""
+
+    tenant_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = Field(
+        alias="tenantID"
+    )
+    client_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = Field(
+        alias="clientID"
+    )
+    client_secret_ref: SecretRef
+
+
+class Credentials(Model):
+    """Cloud credentials for the schemas that take no plain API key; exactly one."""
+
+    aws: AWSCredentials | None = None
+    gcp: GCPCredentials | None = None
+    azure: AzureCredentials | None = None
+
+    @property
+    def cloud(self) -> str:
+        return next(name for name in ("aws", "gcp", "azure") if getattr(self, name) is not None)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Credentials:
+        if sum(c is not None for c in (self.aws, self.gcp, self.azure)) != 1:
+            raise ValueError("set exactly one of aws, gcp and azure")
+        return self
+
+
 class Backend(Model):
     name: Name
     endpoint: Endpoint
@@ -222,7 +333,44 @@ class Backend(Model):
     schema_: APISchema = Field(default_factory=_default_schema, alias="schema")
     weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
     priority: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # An API key in a Secret (key `apiKey`); the header it is sent in follows
+    # the schema (API_KEY_POLICY_BY_SCHEMA).
     api_key_secret_ref: SecretRef | None = None
+    credentials: Credentials | None = None
+
+    @field_validator("api_key_secret_ref")
+    @classmethod
+    def _schema_takes_a_key(cls, value: SecretRef | None, info: ValidationInfo) -> SecretRef | None:
+        schema = info.data.get("schema_")
+        if (
+            value is not None
+            and isinstance(schema, APISchema)
+            and schema.name not in API_KEY_POLICY_BY_SCHEMA
+        ):
+            cloud = CREDENTIALS_BY_SCHEMA[schema.name]
+            raise ValueError(
+                f"the {schema.name} schema takes no API key (its provider would reject every "
+                f"request); set credentials.{cloud} instead"
+            )
+        return value
+
+    @field_validator("credentials")
+    @classmethod
+    def _schema_takes_these_credentials(
+        cls, value: Credentials | None, info: ValidationInfo
+    ) -> Credentials | None:
+        schema = info.data.get("schema_")
+        if value is None or not isinstance(schema, APISchema):
+            return value
+        if info.data.get("api_key_secret_ref") is not None:
+            raise ValueError("set apiKeySecretRef or credentials, not both")
+        if CREDENTIALS_BY_SCHEMA.get(schema.name) != value.cloud:
+            wanted = CREDENTIALS_BY_SCHEMA.get(schema.name)
+            instead = f"credentials.{wanted}" if wanted else "apiKeySecretRef"
+            raise ValueError(
+                f"the {schema.name} schema does not take {value.cloud} credentials; use {instead}"
+            )
+        return value
 
 
 class Timeouts(Model):

@@ -14,6 +14,8 @@ Why each piece exists:
   never appears in `/v1/models`, and a value no client sends.
 - The **observer** is an observe-only, watched Object on the Envoy Deployment
   whose CEL query says when the rollout is finished with the sidecar in.
+- The **ClientTrafficPolicy** raises Envoy's request buffer: its 32 KiB
+  default rejects ordinary AI request bodies.
 
 GatewayReady is True only when all of these are in effect. Every composed
 resource is emitted on every call, whatever is missing or unready: a missing
@@ -39,13 +41,13 @@ ENVOY_PROXY = "envoy-proxy"
 GATEWAY = "gateway"
 ANCHOR = "anchor-route"
 OBSERVER = "envoy-deployment"
+CLIENT_TRAFFIC_POLICY = "client-traffic-policy"
 
 # The condition each controller sets when a resource is in effect.
 _PROGRAMMED = "Programmed"
 _ACCEPTED = "Accepted"
-# provider-kubernetes' message when an observe-only target is missing
-# (crossplane-runtime's managed reconciler, errExternalResourceNotExist).
-_NOT_EXIST = "does not exist"
+# The XR kind, in the identity our hashed names carry.
+_KIND = "InferenceGateway"
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,18 @@ class GatewayPlan:
 
     @property
     def gateway_name(self) -> str:
-        return self.xr_name
+        # In the XR's own namespace the XR's name is unique. Placed elsewhere
+        # (spec.namespace), gateways of XRs from different namespaces meet, so
+        # the name carries the XR's namespace and a hash.
+        if self.namespace == self.xr_namespace:
+            return self.xr_name
+        return naming.unique_name(self.xr_namespace, self.xr_name, identity=("Gateway",))
 
     @property
     def deployment(self) -> tuple[str, str]:
         return naming.deployment_ref(
             self.spec.envoy.deployment_naming,
+            self.spec.envoy.deploy_mode,
             gateway_namespace=self.namespace,
             gateway_name=self.gateway_name,
             envoy_gateway_namespace=self.spec.envoy.gateway_namespace,
@@ -81,8 +89,12 @@ class GatewayPlan:
         digest = hashlib.sha256(f"{self.namespace}/{self.gateway_name}".encode()).hexdigest()
         return f"never-sent-{digest[:32]}"
 
+    @property
+    def anchor_name(self) -> str:
+        return naming.unique_name(self.gateway_name, "anchor", identity=("anchor",))
+
     def object_name(self, suffix: str) -> str:
-        return naming.bounded_name(self.xr_name, suffix)
+        return naming.unique_name(self.xr_name, suffix, identity=(_KIND,))
 
 
 # --- builders: typed plan in, manifest out ---------------------------------------
@@ -105,8 +117,23 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
     manifest["spec"] = {
         "provider": {
             "type": "Kubernetes",
-            "kubernetes": {"envoyDeployment": deployment, "envoyPDB": budget},
+            "kubernetes": {
+                "envoyDeployment": deployment,
+                "envoyPDB": budget,
+                "envoyService": {"type": envoy.service_type.value},
+            },
         }
+    }
+    return manifest
+
+
+def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
+    manifest = target_ref(
+        plan.inp.api_versions.envoy_gateway, "ClientTrafficPolicy", plan.gateway_name, plan.namespace
+    )
+    manifest["spec"] = {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
+        "connection": {"bufferLimit": plan.spec.request_buffer_limit},
     }
     return manifest
 
@@ -154,7 +181,7 @@ def build_anchor(plan: GatewayPlan) -> dict[str, Any]:
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway,
         "AIGatewayRoute",
-        naming.bounded_name(plan.gateway_name, "anchor"),
+        plan.anchor_name,
         plan.namespace,
     )
     manifest["spec"] = {
@@ -211,32 +238,38 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             ),
             observe_only=True,
         ),
+        CLIENT_TRAFFIC_POLICY: wrap(
+            name=plan.object_name("client-traffic-policy"),
+            namespace=ns,
+            manifest=build_client_traffic_policy(plan),
+            provider_config=provider,
+        ),
     }
 
 
 # --- readiness ---------------------------------------------------------------------
 
 
-def _ready(observed: Mapping[str, Any] | None) -> bool:
-    return readiness.condition_is_true(observed, "Ready")
+_ready = readiness.in_effect
 
 
 def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
-    plan: GatewayPlan, observer: Mapping[str, Any] | None
+    plan: GatewayPlan, observer: Mapping[str, Any] | None, settled_template: str | None
 ) -> Verdict:
     namespace, name = plan.deployment
     where = f"Deployment {namespace}/{name}"
+    if readiness.target_gone(observer):
+        # Whatever manifest and Ready the Object still shows are stale.
+        return _not_ready(
+            GatewayReason.DEPLOYMENT_NOT_FOUND,
+            f"{where} does not exist; check spec.envoy.deploymentNaming, spec.envoy.deployMode "
+            "and spec.envoy.envoyGatewayNamespace",
+        )
     manifest = readiness.observed_manifest(observer)
     if manifest is None:
         synced = readiness.condition(observer, "Synced")
         if synced is not None and synced.get("status") == "False":
             message = str(synced.get("message", ""))
-            if _NOT_EXIST in message:
-                return _not_ready(
-                    GatewayReason.DEPLOYMENT_NOT_FOUND,
-                    f"{where} does not exist; check spec.envoy.deploymentNaming and "
-                    "spec.envoy.envoyGatewayNamespace",
-                )
             return _not_ready(
                 GatewayReason.NOT_YET_OBSERVED,
                 f"provider-kubernetes cannot observe {where}: {message}",
@@ -244,6 +277,8 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
         return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
     state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
     waiting = state.waiting_for(plan.spec.envoy.availability_policy)
+    if waiting is None:
+        waiting = state.old_pods_may_drain(settled_template)
     if waiting is not None:
         return _not_ready(GatewayReason.ROLLING_OUT, f"{where} is rolling out: {waiting}")
     if not state.marker_present:
@@ -267,7 +302,9 @@ def _not_ready(reason: GatewayReason, message: str) -> Verdict:
     return Verdict(GATEWAY_READY, False, reason, message)
 
 
-def derive_verdict(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> Verdict:
+def derive_verdict(
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None = None
+) -> Verdict:
     """GatewayReady: Gateway Programmed, anchor Accepted, rollout finished; first failure wins."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
     gateway = observed.get(GATEWAY)
@@ -280,11 +317,13 @@ def derive_verdict(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]])
         return _not_ready(
             GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
         )
-    return _observer_verdict(plan, observed.get(OBSERVER))
+    return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
 
 
-def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """What a ModelRoute needs to attach, and what an operator needs to see."""
+def _status(
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None
+) -> dict[str, Any]:
+    """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
     gateway: dict[str, Any] = {
         "name": plan.gateway_name,
         "namespace": plan.namespace,
@@ -299,8 +338,10 @@ def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dic
             gateway["address"] = values[0]
     namespace, name = plan.deployment
     deployment: dict[str, Any] = {"name": name, "namespace": namespace}
-    manifest = readiness.observed_manifest(observed.get(OBSERVER))
-    if manifest is not None:
+    observer = observed.get(OBSERVER)
+    manifest = readiness.observed_manifest(observer)
+    # A vanished Deployment's last numbers are history, not status.
+    if manifest is not None and not readiness.target_gone(observer):
         state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
         deployment |= {
             "replicas": state.desired or 0,
@@ -308,7 +349,25 @@ def _status(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dic
             "availableReplicas": state.available or 0,
             "extProcInjected": state.marker_present,
         }
+    if settled_template is not None:
+        deployment["settledTemplate"] = settled_template
     return {"gateway": gateway, "deployment": deployment}
+
+
+def settle(
+    plan: GatewayPlan, verdict: Verdict, observer: Mapping[str, Any] | None, previous: str | None
+) -> str | None:
+    """The pod template the gateway is settled on after this call.
+
+    Once GatewayReady is True on a template, every old pod has finished
+    terminating (or the cluster cannot say, see RolloutState.terminating), so
+    pods that terminate later on the same template are drained pods of the
+    current template, and the others serve.
+    """
+    manifest = readiness.observed_manifest(observer)
+    if not verdict.ready or manifest is None:
+        return previous
+    return RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation).template
 
 
 def compose(
@@ -328,9 +387,11 @@ def compose(
     outcome = Outcome(resources=build_objects(plan))
     keep_observed(outcome, observed)
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
-    verdict = derive_verdict(plan, observed)
+    previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
+    previous = previous if isinstance(previous, str) else None
+    verdict = derive_verdict(plan, observed, previous)
     outcome.verdict = verdict
-    outcome.status = _status(plan, observed)
+    outcome.status = _status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
     if verdict.changed_from(xr):
         severity = "Normal" if verdict.ready else "Warning"
         outcome.results.append((severity, verdict.reason, f"{GATEWAY_READY}: {verdict.message}"))

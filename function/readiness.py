@@ -20,11 +20,14 @@ the provider's: the observer Object's Ready condition.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from function.api import AvailabilityPolicy
+from function.structs import plain
 
 
 def _has_path(root: str, path: str) -> str:
@@ -114,8 +117,36 @@ def condition_is_true(obj: Mapping[str, Any] | None, condition_type: str) -> boo
     return found is not None and found.get("status") == "True"
 
 
+# crossplane-runtime's managed reconciler (errExternalResourceNotExist) says
+# this in Synced when provider-kubernetes reports ResourceExists: false.
+_TARGET_GONE = "external resource does not exist"
+
+
+def target_gone(obj: Mapping[str, Any] | None) -> bool:
+    """True when provider-kubernetes looked and the target object is not there.
+
+    When a target disappears after it was observed, provider-kubernetes sets
+    Synced=False with "observe failed: external resource does not exist" and
+    leaves `status.atProvider.manifest` and the Ready condition as they were
+    last observed (provider-kubernetes `internal/controller/object/object.go`
+    Observe; crossplane-runtime's managed reconciler). Ready=True then
+    describes an object that no longer exists: Synced must be read first.
+    """
+    synced = condition(obj, "Synced")
+    return (
+        synced is not None
+        and synced.get("status") == "False"
+        and _TARGET_GONE in str(synced.get("message", ""))
+    )
+
+
+def in_effect(obj: Mapping[str, Any] | None) -> bool:
+    """The Object's readiness query holds for a target that still exists."""
+    return condition_is_true(obj, "Ready") and not target_gone(obj)
+
+
 def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The target object as provider-kubernetes last observed it."""
+    """The target object as provider-kubernetes last observed it (stale if target_gone)."""
     manifest = get_path(obj, "status", "atProvider", "manifest")
     return manifest if isinstance(manifest, Mapping) else None
 
@@ -130,6 +161,12 @@ def _count(value: Any) -> int | None:
     return int(value)
 
 
+def template_id(template: Any) -> str:
+    """A short stable digest of a pod template, as it was observed."""
+    text = json.dumps(plain(template), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class RolloutState:
     """The numbers of an observed Deployment, None where absent."""
@@ -140,7 +177,13 @@ class RolloutState:
     replicas: int | None
     updated: int | None
     available: int | None
+    # None where the cluster does not report terminating pods at all
+    # (Kubernetes before 1.35, or the DeploymentReplicaSetTerminatingReplicas
+    # gate off): the field is a pointer, present (even 0) whenever reported.
+    terminating: int | None
     marker_present: bool
+    # Identifies the pod template the Deployment rolls out now.
+    template: str
 
     @classmethod
     def read(cls, deployment: Mapping[str, Any], marker_annotation: str) -> RolloutState:
@@ -155,7 +198,9 @@ class RolloutState:
             replicas=_count(get_path(deployment, "status", "replicas")),
             updated=_count(get_path(deployment, "status", "updatedReplicas")),
             available=_count(get_path(deployment, "status", "availableReplicas")),
+            terminating=_count(get_path(deployment, "status", "terminatingReplicas")),
             marker_present=marker or not marker_annotation,
+            template=template_id(get_path(deployment, "spec", "template")),
         )
 
     def waiting_for(self, policy: AvailabilityPolicy) -> str | None:
@@ -185,6 +230,25 @@ class RolloutState:
                 f"({self.updated} run the current template)"
             )
         return None
+
+    def old_pods_may_drain(self, settled_template: str | None) -> str | None:
+        """Why pods of a previous template may still be terminating; None if none can be.
+
+        `status.replicas` leaves terminating pods out, so `updatedReplicas ==
+        replicas` holds while old pods (without the ext-proc sidecar, in the
+        rollout that injects it) still drain open connections. The status
+        counts terminating pods of every template together, so it cannot tell
+        a drained pod of the current template (the others serve) from an old
+        one. What tells them apart is whether the template changed since the
+        gateway was last settled: `settled_template` is the template it was
+        last ready and fully drained on, remembered in the XR's status.
+        """
+        if not self.terminating or self.template == settled_template:
+            return None
+        return (
+            f"{self.terminating} terminating pods may still run a previous template "
+            "(without the ext-proc sidecar) and serve open connections"
+        )
 
     def summary(self) -> str:
         return f"{self.updated or 0} updated, {self.available or 0} available of {self.desired or 0} desired"

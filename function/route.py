@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import naming, readiness
-from function.api import MODEL_HEADER, Backend, Input, ModelRouteSpec
+from function.api import API_KEY_POLICY_BY_SCHEMA, MODEL_HEADER, Backend, Input, ModelRouteSpec
 from function.conditions import GATEWAY_READY, ROUTING_READY, RoutingReason, Verdict
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
@@ -99,11 +99,15 @@ class RoutePlan:
     def model(self) -> str:
         return self.spec.model or f"{self.xr_namespace}/{self.xr_name}"
 
+    @property
+    def route_name(self) -> str:
+        return naming.unique_name(self.xr_name, identity=("route",))
+
     def target_name(self, backend: Backend) -> str:
-        return naming.bounded_name(self.xr_name, backend.name)
+        return naming.unique_name(self.xr_name, backend.name, identity=("backend",))
 
     def object_name(self, *suffix: str) -> str:
-        return naming.bounded_name(self.xr_name, *suffix)
+        return naming.unique_name(self.xr_name, *suffix, identity=("ModelRoute",))
 
 
 # --- builders ----------------------------------------------------------------------
@@ -155,9 +159,52 @@ def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     return manifest
 
 
+def security_policy_auth(backend: Backend) -> dict[str, Any] | None:
+    """The BackendSecurityPolicy type and its field for what the backend's provider accepts.
+
+    The API validated the combination (api.API_KEY_POLICY_BY_SCHEMA and
+    CREDENTIALS_BY_SCHEMA); None when the backend takes no credentials.
+    """
+    if backend.api_key_secret_ref is not None:
+        policy, field = API_KEY_POLICY_BY_SCHEMA[backend.schema_.name]
+        return {"type": policy, field: {"secretRef": {"name": backend.api_key_secret_ref.name}}}
+    creds = backend.credentials
+    if creds is None:
+        return None
+    if creds.aws is not None:
+        aws: dict[str, Any] = {"secretRef": {"name": creds.aws.credentials_secret_ref.name}}
+        if creds.aws.profile is not None:
+            aws["profile"] = creds.aws.profile
+        return {
+            "type": "AWSCredentials",
+            "awsCredentials": {"region": creds.aws.region, "credentialsFile": aws},
+        }
+    if creds.gcp is not None:
+        return {
+            "type": "GCPCredentials",
+            "gcpCredentials": {
+                "projectName": creds.gcp.project_name,
+                "region": creds.gcp.region,
+                "credentialsFile": {"secretRef": {"name": creds.gcp.credentials_secret_ref.name}},
+            },
+        }
+    azure = creds.azure
+    if azure is None:  # Credentials validates that exactly one is set.
+        raise ValueError(f"backend {backend.name}: credentials name no cloud")
+    return {
+        "type": "AzureCredentials",
+        "azureCredentials": {
+            "tenantID": azure.tenant_id,
+            "clientID": azure.client_id,
+            "clientSecretRef": {"name": azure.client_secret_ref.name},
+        },
+    }
+
+
 def build_security_policy(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
-    if backend.api_key_secret_ref is None:
-        raise ValueError(f"backend {backend.name} has no apiKeySecretRef")
+    auth = security_policy_auth(backend)
+    if auth is None:
+        raise ValueError(f"backend {backend.name} takes no credentials")
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway,
         "BackendSecurityPolicy",
@@ -172,8 +219,7 @@ def build_security_policy(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
                 "name": plan.target_name(backend),
             }
         ],
-        "type": "APIKey",
-        "apiKey": {"secretRef": {"name": backend.api_key_secret_ref.name}},
+        **auth,
     }
     return manifest
 
@@ -197,7 +243,9 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     }
     if plan.spec.timeouts is not None and plan.spec.timeouts.request is not None:
         rule["timeouts"] = {"request": plan.spec.timeouts.request}
-    manifest = target_ref(plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.xr_name, plan.xr_namespace)
+    manifest = target_ref(
+        plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.route_name, plan.xr_namespace
+    )
     manifest["spec"] = {"parentRefs": [parent], "rules": [rule]}
     return manifest
 
@@ -222,7 +270,7 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
             plan.object_name("service-backend", b.name), build_service_backend(plan, b)
         )
-        if b.api_key_secret_ref is not None:
+        if security_policy_auth(b) is not None:
             objects[SECURITY_POLICY_PREFIX + b.name] = obj(
                 plan.object_name("security-policy", b.name), build_security_policy(plan, b)
             )
@@ -244,8 +292,7 @@ def removed_by_spec(name: str, desired: Mapping[str, Any]) -> bool:
 # --- readiness ---------------------------------------------------------------------
 
 
-def _ready(observed: Mapping[str, Any] | None) -> bool:
-    return readiness.condition_is_true(observed, "Ready")
+_ready = readiness.in_effect
 
 
 def derive_verdict(
@@ -272,7 +319,7 @@ def derive_verdict(
             ROUTING_READY,
             False,
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            f"AIGatewayRoute {plan.xr_namespace}/{plan.xr_name} is not Accepted yet",
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
         )
     waiting = sorted(name for name in composed if name != ROUTE and not _ready(observed.get(name)))
     if waiting:

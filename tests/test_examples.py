@@ -70,7 +70,18 @@ EXAMPLE_LIST = [
             "one-of-two-drained",
             "marker-missing",
             "ready",
+            "deployment-gone",
+            "current-pod-draining",
         )
+    ],
+    *[
+        Example(
+            f"settled-{state}",
+            f"{GW}/xr-settled.yaml",
+            f"{GW}/composition.yaml",
+            observed=f"{GW}/observed/{state}.yaml",
+        )
+        for state in ("old-pods-terminating", "current-pod-draining")
     ],
     *[
         Example(

@@ -179,6 +179,7 @@ def test_the_served_function_composes_over_grpc(served: grpcv1.FunctionRunnerSer
     assert rsp.meta.tag == "test"
     assert set(rsp.desired.resources) == {
         "anchor-route",
+        "client-traffic-policy",
         "envoy-deployment",
         "envoy-proxy",
         "gateway",

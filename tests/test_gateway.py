@@ -13,7 +13,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function import gateway
 from function.api import InferenceGatewaySpec, Input
 from function.conditions import GatewayReason
-from function.gateway import ANCHOR, ENVOY_PROXY, GATEWAY, OBSERVER, GatewayPlan
+from function.gateway import ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER, GatewayPlan
+from function.naming import pinned_deployment_name, unique_name
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -26,7 +27,9 @@ from tests.support import (
 )
 
 XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
-ALL_NAMES = {ANCHOR, ENVOY_PROXY, GATEWAY, OBSERVER}
+# The same XR after it was last ready: its status names the template it settled on.
+XR_SETTLED = load_yaml(EXAMPLES / "inference-gateway" / "xr-settled.yaml")[0]
+ALL_NAMES = {ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER}
 
 
 def observed_state(name: str) -> dict[str, dict[str, Any]]:
@@ -67,7 +70,7 @@ BUILDER_CASES = [
         "Pinned mode pins the Deployment name in the EnvoyProxy",
         {},
         ("spec", "provider", "kubernetes", "envoyDeployment", "name"),
-        "envoy-platform-inference",
+        pinned_deployment_name("platform", "inference"),
     ),
     BuilderCase(
         "Generated mode leaves the Deployment name to Envoy Gateway",
@@ -155,16 +158,66 @@ BUILDER_CASES = [
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": "envoy-platform-inference", "namespace": "envoy-gateway-system"},
+            "metadata": {
+                "name": pinned_deployment_name("platform", "inference"),
+                "namespace": "envoy-gateway-system",
+            },
         },
         "observer_target",
     ),
     BuilderCase(
-        "the observer follows GatewayNamespace mode",
-        {"namespace": "ai", "envoy": {"deploymentNaming": "GatewayNamespace"}},
+        "the observer follows GatewayNamespace mode with Envoy Gateway's own name",
+        {"envoy": {"deployMode": "GatewayNamespace", "deploymentNaming": "Generated"}},
         ("metadata",),
-        {"name": "inference", "namespace": "ai"},
+        {"name": "inference", "namespace": "platform"},
         "observer_target",
+    ),
+    BuilderCase(
+        "a pinned name in GatewayNamespace mode is observed in the Gateway's namespace",
+        {"envoy": {"deployMode": "GatewayNamespace"}},
+        ("metadata",),
+        {"name": pinned_deployment_name("platform", "inference"), "namespace": "platform"},
+        "observer_target",
+    ),
+    BuilderCase(
+        "a gateway placed in another namespace carries its XR namespace and a hash in its name",
+        {"namespace": "ai"},
+        ("metadata",),
+        {"name": unique_name("platform", "inference", identity=("Gateway",)), "namespace": "ai"},
+        "gateway",
+    ),
+    BuilderCase(
+        "the Envoy Service is a LoadBalancer by default",
+        {},
+        ("spec", "provider", "kubernetes", "envoyService"),
+        {"type": "LoadBalancer"},
+    ),
+    BuilderCase(
+        "the Envoy Service type is configurable for clusters without a load balancer",
+        {"envoy": {"serviceType": "ClusterIP"}},
+        ("spec", "provider", "kubernetes", "envoyService"),
+        {"type": "ClusterIP"},
+    ),
+    BuilderCase(
+        "the ClientTrafficPolicy raises the request buffer to 50Mi by default (upstream examples/basic)",
+        {},
+        ("spec", "connection", "bufferLimit"),
+        "50Mi",
+        "client_traffic_policy",
+    ),
+    BuilderCase(
+        "the request buffer limit is configurable",
+        {"requestBufferLimit": "8Mi"},
+        ("spec", "connection", "bufferLimit"),
+        "8Mi",
+        "client_traffic_policy",
+    ),
+    BuilderCase(
+        "the ClientTrafficPolicy targets the gateway's Gateway",
+        {},
+        ("spec", "targetRefs"),
+        [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}],
+        "client_traffic_policy",
     ),
 ]
 
@@ -210,6 +263,33 @@ def _unsynced(obj: dict[str, Any]) -> None:
             }
         ]
     }
+
+
+def with_resource(state: str, name: str, mutate: Any) -> dict[str, dict[str, Any]]:
+    observed = copy.deepcopy(observed_state(state))
+    mutate(observed[name])
+    return observed
+
+
+def _set_synced(obj: dict[str, Any], message: str) -> None:
+    for c in obj["status"]["conditions"]:
+        if c["type"] == "Synced":
+            c.update(status="False", reason="ReconcileError", message=message)
+
+
+def _target_gone(obj: dict[str, Any]) -> None:
+    _set_synced(obj, "observe failed: external resource does not exist")
+
+
+def _forbidden_dry_run(obj: dict[str, Any]) -> None:
+    _set_synced(
+        obj,
+        "cannot sync object: deployments.apps is forbidden: User cannot patch resource deployments",
+    )
+
+
+def _no_terminating_field(obj: dict[str, Any]) -> None:
+    obj["status"]["atProvider"]["manifest"]["status"].pop("terminatingReplicas", None)
 
 
 def _not_ready_yet(obj: dict[str, Any]) -> None:
@@ -308,6 +388,63 @@ COMPOSE_CASES = [
         GatewayReason.NOT_YET_OBSERVED,
         False,
     ),
+    ComposeCase(
+        "a Deployment deleted after it was observed is not found, whatever its stale manifest and Ready "
+        "say (provider-kubernetes keeps both and sets only Synced=False)",
+        observed_state("deployment-gone"),
+        GatewayReason.DEPLOYMENT_NOT_FOUND,
+        False,
+        "does not exist",
+    ),
+    ComposeCase(
+        "a Gateway deleted out of band is waited for, whatever its stale Ready says",
+        with_resource("ready", GATEWAY, _target_gone),
+        GatewayReason.WAITING_FOR_GATEWAY,
+        False,
+    ),
+    ComposeCase(
+        "an anchor deleted out of band is waited for, whatever its stale Ready says",
+        with_resource("ready", ANCHOR, _target_gone),
+        GatewayReason.WAITING_FOR_ANCHOR,
+        False,
+    ),
+    ComposeCase(
+        "a dry-run the provider may not make (provider-kubernetes >= v1.2.0 without patch) leaves "
+        "readiness computed on a fresh observation",
+        with_observer("ready", _forbidden_dry_run),
+        GatewayReason.AVAILABLE,
+        True,
+    ),
+    ComposeCase(
+        "old pods still terminating after a template change keep the gateway rolling out "
+        "(status.replicas leaves terminating pods out; terminatingReplicas counts them)",
+        observed_state("old-pods-terminating"),
+        GatewayReason.ROLLING_OUT,
+        False,
+        "2 terminating pods may still run a previous template",
+        xr=XR_SETTLED,
+    ),
+    ComposeCase(
+        "a drained pod of the template the gateway settled on leaves it ready: the other pod serves",
+        observed_state("current-pod-draining"),
+        GatewayReason.AVAILABLE,
+        True,
+        "1 available of 2 desired",
+        xr=XR_SETTLED,
+    ),
+    ComposeCase(
+        "a terminating pod with no settled template is taken for an old one (the safe side)",
+        observed_state("current-pod-draining"),
+        GatewayReason.ROLLING_OUT,
+        False,
+        "1 terminating pods",
+    ),
+    ComposeCase(
+        "a cluster that reports no terminatingReplicas (before Kubernetes 1.35) is judged on replicas",
+        with_observer("ready", _no_terminating_field),
+        GatewayReason.AVAILABLE,
+        True,
+    ),
 ]
 
 
@@ -346,7 +483,7 @@ def test_status_publishes_where_routes_attach_and_the_deployment_summary() -> No
         "address": "172.18.0.200",
     }
     assert status["deployment"] == {
-        "name": "envoy-platform-inference",
+        "name": pinned_deployment_name("platform", "inference"),
         "namespace": "envoy-gateway-system",
         "replicas": 2,
         "updatedReplicas": 1,
@@ -408,3 +545,31 @@ def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
     observed["from-an-older-version"] = copy.deepcopy(observed[GATEWAY])
     rsp = run(make_request(XR, GATEWAY_INPUT, observed))
     assert set(desired(rsp)) == ALL_NAMES | {"from-an-older-version"}
+
+
+@pytest.mark.parametrize(
+    ("xr", "state", "want"),
+    [
+        pytest.param(XR, "ready", "6d3ad984d3d93e78", id="a ready gateway settles on its template"),
+        pytest.param(
+            XR_SETTLED,
+            "old-pods-terminating",
+            "6d3ad984d3d93e78",
+            id="a rollout in progress keeps the template settled before",
+        ),
+        pytest.param(XR, "rolling-out", None, id="a gateway never ready has no settled template"),
+        pytest.param(
+            XR_SETTLED, "deployment-gone", "6d3ad984d3d93e78", id="a vanished Deployment keeps the last one"
+        ),
+    ],
+)
+def test_the_settled_template_is_remembered_only_when_ready(
+    xr: dict[str, Any], state: str, want: str | None
+) -> None:
+    rsp = run(make_request(xr, GATEWAY_INPUT, observed_state(state)))
+    assert desired_status(rsp)["deployment"].get("settledTemplate") == want
+
+
+def test_a_vanished_deployment_reports_no_stale_numbers() -> None:
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed_state("deployment-gone")))
+    assert "availableReplicas" not in desired_status(rsp)["deployment"]

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
-from function.api import DeploymentNaming
+from function.api import DeploymentNaming, DeployMode, InferenceGatewaySpec, Input, ModelRouteSpec
+from function.gateway import GatewayPlan
+from function.gateway import build_objects as gateway_objects
 from function.naming import (
-    bounded_name,
     deployment_ref,
     generated_deployment_name,
     hashed_name,
+    pinned_deployment_name,
+    unique_name,
 )
+from function.route import Attachment, RoutePlan
+from function.route import build_objects as route_objects
+from tests.support import GATEWAY_INPUT, ROUTE_INPUT
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "envoy-gateway"
 
@@ -57,43 +66,138 @@ def test_generated_name_hashes_namespace_and_name() -> None:
     assert generated_deployment_name("default", "eg") == "envoy-default-eg-e41e7b31"
 
 
+EG = "envoy-gateway-system"
+
+
 @pytest.mark.parametrize(
-    ("naming", "want"),
+    ("naming", "mode", "want"),
     [
         pytest.param(
             DeploymentNaming.PINNED,
-            ("envoy-gateway-system", "envoy-team-gw"),
-            id="pinned names are readable and live in Envoy Gateway's namespace",
+            DeployMode.CONTROLLER_NAMESPACE,
+            (EG, pinned_deployment_name("team", "gw")),
+            id="a pinned name is placed in Envoy Gateway's namespace by default",
+        ),
+        pytest.param(
+            DeploymentNaming.PINNED,
+            DeployMode.GATEWAY_NAMESPACE,
+            ("team", pinned_deployment_name("team", "gw")),
+            id="a pinned name is placed in the Gateway's namespace in GatewayNamespace mode (resource_provider.go GetResourceNamespace)",
         ),
         pytest.param(
             DeploymentNaming.GENERATED,
-            ("envoy-gateway-system", generated_deployment_name("team", "gw")),
-            id="generated names are Envoy Gateway's hash",
+            DeployMode.CONTROLLER_NAMESPACE,
+            (EG, generated_deployment_name("team", "gw")),
+            id="a generated name is Envoy Gateway's hash, in its namespace",
         ),
         pytest.param(
-            DeploymentNaming.GATEWAY_NAMESPACE,
+            DeploymentNaming.GENERATED,
+            DeployMode.GATEWAY_NAMESPACE,
             ("team", "gw"),
-            id="gateway-namespace mode names the Deployment after the Gateway, in its namespace",
+            id="a generated name in GatewayNamespace mode is the Gateway's name, in its namespace",
         ),
     ],
 )
-def test_deployment_ref_follows_the_naming_mode(naming: DeploymentNaming, want: tuple[str, str]) -> None:
+def test_naming_and_placement_are_two_choices(
+    naming: DeploymentNaming, mode: DeployMode, want: tuple[str, str]
+) -> None:
     got = deployment_ref(
         naming,
+        mode,
         gateway_namespace="team",
         gateway_name="gw",
-        envoy_gateway_namespace="envoy-gateway-system",
+        envoy_gateway_namespace=EG,
     )
     assert got == want
 
 
-def test_bounded_names_fit_a_dns_label_and_stay_distinct() -> None:
-    a = bounded_name("x" * 60, "gateway")
-    b = bounded_name("x" * 60, "anchor")
+def test_pinned_names_of_gateways_whose_parts_join_alike_differ() -> None:
+    """Envoy Gateway v1.8 infra_resource.go: two Gateways pinned to one name fight over one Deployment."""
+    assert pinned_deployment_name("team-a", "gw") != pinned_deployment_name("team", "a-gw")
+    assert pinned_deployment_name("team-a", "gw").startswith("envoy-team-a-gw-")
+
+
+def test_unique_names_fit_a_dns_label_and_stay_distinct() -> None:
+    a = unique_name("x" * 60, "gateway")
+    b = unique_name("x" * 60, "anchor")
     assert len(a) <= 63
     assert len(b) <= 63
     assert a != b
-    assert bounded_name("short", "name") == "short-name"
+    assert unique_name("short", "name").startswith("short-name-")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", a)
+
+
+def test_the_identity_separates_names_of_equal_parts() -> None:
+    assert unique_name("gw", identity=("route",)) != unique_name("gw", identity=("anchor",))
+
+
+LABEL = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+
+
+def _gateway_targets(xr_ns: str, xr: str, spec_ns: str | None) -> set[tuple[str, str, str]]:
+    plan = GatewayPlan(
+        xr_name=xr,
+        xr_namespace=xr_ns,
+        spec=InferenceGatewaySpec.model_validate({"namespace": spec_ns} if spec_ns else {}),
+        inp=Input.model_validate(GATEWAY_INPUT),
+    )
+    out = set()
+    for obj in gateway_objects(plan).values():
+        out.add((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        m = obj["spec"]["forProvider"]["manifest"]
+        out.add((m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]))
+    return out
+
+
+def _route_targets(xr_ns: str, xr: str, backend: str) -> set[tuple[str, str, str]]:
+    plan = RoutePlan(
+        xr_name=xr,
+        xr_namespace=xr_ns,
+        spec=ModelRouteSpec.model_validate(
+            {
+                "gatewayRef": {"name": "gw"},
+                "backends": [
+                    {
+                        "name": backend,
+                        "endpoint": {"hostname": "h", "port": 1},
+                        "apiKeySecretRef": {"name": "k"},
+                    }
+                ],
+            }
+        ),
+        inp=Input.model_validate(ROUTE_INPUT),
+    )
+    out = set()
+    for obj in route_objects(plan, Attachment("gw", xr_ns, None, None)).values():
+        out.add((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        m = obj["spec"]["forProvider"]["manifest"]
+        out.add((m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=LABEL, b=LABEL, c=LABEL, spec_ns=st.sampled_from([None, "shared"]))
+def test_no_two_distinct_xrs_produce_one_target_name_in_one_namespace(
+    a: str, b: str, c: str, spec_ns: str | None
+) -> None:
+    """Pairs built to join alike: gateways `a-b/c` vs `a/b-c`, routes (`a-b`, c) vs (`a`, `b-c`), and
+    a route named like a gateway's anchor or Objects, all in one namespace."""
+    ns = "shared"
+    gw1 = _gateway_targets(f"{a}-{b}"[:63], c, spec_ns)
+    gw2 = _gateway_targets(a, f"{b}-{c}"[:63], spec_ns)
+    if (f"{a}-{b}"[:63], c) != (a, f"{b}-{c}"[:63]):
+        assert not gw1 & gw2
+    r1 = _route_targets(ns, f"{a}-{b}"[:63], c)
+    r2 = _route_targets(ns, a, f"{b}-{c}"[:63])
+    if (f"{a}-{b}"[:63], c) != (a, f"{b}-{c}"[:63]):
+        assert not r1 & r2
+    # A route and a gateway in one namespace never share a name of one kind.
+    g = _gateway_targets(ns, a, None)
+    r = _route_targets(ns, f"{a}-anchor"[:63], b) | _route_targets(ns, a, "anchor")
+    assert not g & r
+    event(f"gateway placed {'elsewhere' if spec_ns else 'in its XR namespace'}")
+    for _kind, _ns, name in gw1 | r1:
+        assert len(name) <= 63
 
 
 @pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures not present")

@@ -13,7 +13,8 @@ from tests import test_gateway, test_route
 from tests.support import ROOT, load_yaml, make_request, run
 
 PACKAGE = ROOT / "package"
-CONFIGURATION = ROOT / "examples" / "configuration"
+EXAMPLES = ROOT / "examples"
+CONFIGURATION = EXAMPLES / "configuration"
 INPUT_CRD = load_yaml(PACKAGE / "input" / "gatewayreadiness.fn.crossplane.io_inputs.yaml")[0]
 
 
@@ -91,7 +92,7 @@ def test_the_configuration_ships_the_compositions_the_examples_render(kind: str)
 
 
 def test_provider_kubernetes_runs_with_watches() -> None:
-    docs = {d["kind"]: d for d in load_yaml(CONFIGURATION / "install" / "provider-kubernetes.yaml")}
+    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / "provider-kubernetes.yaml")}
     runtime = docs["DeploymentRuntimeConfig"]
     containers = runtime["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
     assert "--enable-watches" in containers[0]["args"]
@@ -121,23 +122,68 @@ def _plural(kind: str) -> str:
     return lower[:-1] + "ies" if re.search(r"[^aeiou]y$", lower) else lower + "s"
 
 
-def test_rbac_lets_provider_kubernetes_do_what_the_objects_ask() -> None:
-    role = next(d for d in load_yaml(CONFIGURATION / "install" / "rbac.yaml") if d["kind"] == "ClusterRole")
+# provider-kubernetes versions and whether --enable-server-side-apply is on by
+# default in each (it is from v1.2.0: the Observe path then dry-runs a
+# server-side apply even for Observe-only Objects, internal/controller/object/
+# syncer.go, which the API server authorises as patch).
+PROVIDER_SSA_DEFAULT = {"v1.0.0": False, "v1.1.0": False, "v1.2.0": True, "v1.3.0": True}
+MANAGE = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+def observe_verbs(ssa: bool) -> set[str]:
+    """What observing a watched Object's target needs from the API server."""
+    return {"get", "list", "watch"} | ({"patch"} if ssa else set())
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.lstrip("v").split("."))
+
+
+def _admitted(constraint: str, version: str) -> bool:
+    op, bound = re.fullmatch(r"(>=|>)?\s*(v[\d.]+)", constraint.strip()).groups()  # type: ignore[union-attr]
+    return _version(version) > _version(bound) if op == ">" else _version(version) >= _version(bound)
+
+
+def _granted(namespace: str) -> dict[tuple[str, str], set[str]]:
+    """Verbs the provider's service account has in a namespace, from the shipped RBAC."""
+    docs = load_yaml(EXAMPLES / "install" / "rbac.yaml")
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    bound = [d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"]
+    bound += [
+        d["roleRef"]["name"]
+        for d in docs
+        if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == namespace
+    ]
     allowed: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                allowed.setdefault((group, resource), set()).update(rule["verbs"])
+    for name in bound:
+        for rule in roles[name]["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    allowed.setdefault((group, resource), set()).update(rule["verbs"])
+    return allowed
+
+
+def test_rbac_lets_every_admitted_provider_version_do_what_the_objects_ask() -> None:
+    """From provider-kubernetes v1.2.0, observing needs patch (a dry-run server-side apply)."""
+    meta = load_yaml(CONFIGURATION / "crossplane.yaml")[0]
+    constraint = next(
+        d["version"] for d in meta["spec"]["dependsOn"] if "provider-kubernetes" in d["package"]
+    )
+    versions = [v for v in PROVIDER_SSA_DEFAULT if _admitted(constraint, v)]
+    assert any(PROVIDER_SSA_DEFAULT[v] for v in versions), "the table must cover an SSA-default version"
     targets = _emitted_targets()
     assert ("apps", "Deployment") in targets
-    for group, kind in targets:
-        verbs = allowed.get((group, _plural(kind)), set())
-        need = (
-            {"get", "list", "watch"}
-            if kind == "Deployment"
-            else {"get", "list", "watch", "create", "update", "patch", "delete"}
-        )
-        assert need <= verbs, f"{group}/{kind}: has {sorted(verbs)}"
+    in_envoy_gateway = _granted("envoy-gateway-system")
+    for version in versions:
+        for group, kind in targets:
+            need = observe_verbs(PROVIDER_SSA_DEFAULT[version]) if kind == "Deployment" else MANAGE
+            verbs = in_envoy_gateway.get((group, _plural(kind)), set())
+            assert need <= verbs, f"provider-kubernetes {version}, {group}/{kind}: has {sorted(verbs)}"
+
+
+def test_rbac_grants_patch_on_deployments_only_where_envoy_deployments_live() -> None:
+    assert "patch" not in _granted("team-a").get(("apps", "deployments"), set())
+    assert "patch" in _granted("envoy-gateway-system").get(("apps", "deployments"), set())
 
 
 # --- the image --------------------------------------------------------------------

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from function.conditions import RoutingReason
+from function.naming import unique_name
 from function.route import GATEWAY_REQUIREMENT
 from tests.support import (
     EXAMPLES,
@@ -189,8 +190,8 @@ def test_the_route_matches_exactly_the_model_header_and_weights_backends() -> No
         }
     ]
     assert rule["backendRefs"] == [
-        {"name": "llama-vllm", "weight": 1.0, "priority": 0.0},
-        {"name": "llama-hosted", "weight": 1.0, "priority": 1.0},
+        {"name": unique_name("llama", "vllm", identity=("backend",)), "weight": 1.0, "priority": 0.0},
+        {"name": unique_name("llama", "hosted", identity=("backend",)), "weight": 1.0, "priority": 1.0},
     ]
     assert route["spec"]["parentRefs"] == [
         {
@@ -322,3 +323,257 @@ def test_desired_covers_observed_except_removed_backends(
         gw = required.get(GATEWAY_REQUIREMENT) or [{}]
         conditions = gw[0].get("status", {}).get("conditions", [])
         assert any(c["type"] == "GatewayReady" and c["status"] == "True" for c in conditions)
+
+
+# --- backend credentials follow what the provider accepts (Envoy AI Gateway v1.1.0) --------
+
+
+def _backend(schema: str, **auth: Any) -> dict[str, Any]:
+    return {
+        "name": "b",
+        "endpoint": {"hostname": "api.example.com", "port": 443},
+        "schema": {"name": schema},
+        **auth,
+    }
+
+
+def _policy_of(backend: dict[str, Any]) -> dict[str, Any]:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [backend]
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    return desired(rsp)["security-policy-b"]["spec"]["forProvider"]["manifest"]["spec"]
+
+
+KEY = {"apiKeySecretRef": {"name": "key"}}
+
+
+@dataclass(frozen=True)
+class AuthCase:
+    name: str
+    backend: dict[str, Any]
+    want: dict[str, Any]
+
+
+AUTH_CASES = [
+    AuthCase(
+        "an OpenAI key is sent as Authorization Bearer (backendauth/api_key.go)",
+        _backend("OpenAI", **KEY),
+        {"type": "APIKey", "apiKey": {"secretRef": {"name": "key"}}},
+    ),
+    AuthCase(
+        "a Cohere key is sent as Authorization Bearer",
+        _backend("Cohere", **KEY),
+        {"type": "APIKey", "apiKey": {"secretRef": {"name": "key"}}},
+    ),
+    AuthCase(
+        "an Anthropic key is sent as x-api-key (backendauth/anthropicapikey.go)",
+        _backend("Anthropic", **KEY),
+        {"type": "AnthropicAPIKey", "anthropicAPIKey": {"secretRef": {"name": "key"}}},
+    ),
+    AuthCase(
+        "an Azure OpenAI key is sent as Azure's api-key",
+        _backend("AzureOpenAI", **KEY),
+        {"type": "AzureAPIKey", "azureAPIKey": {"secretRef": {"name": "key"}}},
+    ),
+    AuthCase(
+        "AWS Bedrock signs with AWS credentials from a Secret",
+        _backend(
+            "AWSBedrock",
+            credentials={
+                "aws": {"region": "us-east-1", "credentialsSecretRef": {"name": "aws"}, "profile": "p"}
+            },
+        ),
+        {
+            "type": "AWSCredentials",
+            "awsCredentials": {
+                "region": "us-east-1",
+                "credentialsFile": {"secretRef": {"name": "aws"}, "profile": "p"},
+            },
+        },
+    ),
+    AuthCase(
+        "GCP Vertex AI takes GCP credentials from a Secret",
+        _backend(
+            "GCPVertexAI",
+            credentials={
+                "gcp": {
+                    "projectName": "proj",
+                    "region": "us-central1",
+                    "credentialsSecretRef": {"name": "gcp"},
+                }
+            },
+        ),
+        {
+            "type": "GCPCredentials",
+            "gcpCredentials": {
+                "projectName": "proj",
+                "region": "us-central1",
+                "credentialsFile": {"secretRef": {"name": "gcp"}},
+            },
+        },
+    ),
+    AuthCase(
+        "Azure OpenAI can take Entra ID credentials instead of a key",
+        _backend(
+            "AzureOpenAI",
+            credentials={"azure": {"tenantID": "t", "clientID": "c", "clientSecretRef": {"name": "az"}}},
+        ),
+        {
+            "type": "AzureCredentials",
+            "azureCredentials": {"tenantID": "t", "clientID": "c", "clientSecretRef": {"name": "az"}},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("case", AUTH_CASES, ids=lambda c: c.name)
+def test_the_security_policy_type_follows_the_schema(case: AuthCase) -> None:
+    got = _policy_of(case.backend)
+    assert {k: v for k, v in got.items() if k != "targetRefs"} == case.want
+
+
+@pytest.mark.parametrize(
+    ("backend", "field", "says"),
+    [
+        pytest.param(
+            _backend("AWSBedrock", **KEY), "apiKeySecretRef", "credentials.aws", id="a key for Bedrock"
+        ),
+        pytest.param(
+            _backend("AWSAnthropic", **KEY),
+            "apiKeySecretRef",
+            "credentials.aws",
+            id="a key for AWS Anthropic",
+        ),
+        pytest.param(
+            _backend("GCPVertexAI", **KEY), "apiKeySecretRef", "credentials.gcp", id="a key for Vertex"
+        ),
+        pytest.param(
+            _backend("OpenAI", credentials={"aws": {"region": "r", "credentialsSecretRef": {"name": "x"}}}),
+            "credentials",
+            "apiKeySecretRef",
+            id="AWS credentials for OpenAI",
+        ),
+        pytest.param(
+            _backend(
+                "AWSBedrock",
+                credentials={
+                    "gcp": {"projectName": "p", "region": "r", "credentialsSecretRef": {"name": "x"}}
+                },
+            ),
+            "credentials",
+            "credentials.aws",
+            id="GCP credentials for Bedrock",
+        ),
+        pytest.param(
+            _backend(
+                "AzureOpenAI",
+                **KEY,
+                credentials={"azure": {"tenantID": "t", "clientID": "c", "clientSecretRef": {"name": "x"}}},
+            ),
+            "credentials",
+            "not both",
+            id="a key and credentials at once",
+        ),
+    ],
+)
+def test_credentials_the_provider_would_reject_are_one_fatal_naming_the_field(
+    backend: dict[str, Any], field: str, says: str
+) -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [backend]
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    fatals = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatals) == 1
+    assert f"spec.backends[0].{field}" in fatals[0].message
+    assert says in fatals[0].message
+    assert not rsp.desired.resources, "a fatal result composes nothing: Crossplane leaves resources alone"
+
+
+# --- objects deleted out of band -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("route", RoutingReason.ROUTE_NOT_ACCEPTED),
+        ("service-backend-vllm", RoutingReason.BACKEND_NOT_ACCEPTED),
+    ],
+)
+def test_a_target_deleted_out_of_band_is_not_in_effect_whatever_its_stale_ready_says(
+    name: str, reason: RoutingReason
+) -> None:
+    """provider-kubernetes keeps the last manifest and Ready=True when a target vanishes; only Synced says so."""
+    observed = copy.deepcopy(COMPOSED)
+    observed[name]["status"]["conditions"].append(
+        {
+            "type": "Synced",
+            "status": "False",
+            "reason": "ReconcileError",
+            "message": "observe failed: external resource does not exist",
+        }
+    )
+    observed[name]["status"]["conditions"] = [
+        c
+        for c in observed[name]["status"]["conditions"]
+        if not (c["type"] == "Synced" and c["status"] == "True")
+    ]
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    assert condition(rsp, "RoutingReady").reason == reason
+    assert set(desired(rsp)) == ALL_NAMES
+
+
+# --- tenancy: a ModelRoute reaches nothing outside its own namespace -------------------------
+
+ESCAPES = {
+    "a backend Secret in another namespace": {"apiKeySecretRef": {"name": "key", "namespace": "kube-system"}},
+    "a CA ConfigMap in another namespace": {
+        "tls": {"caConfigMapRef": {"name": "ca", "namespace": "kube-system"}}
+    },
+    "a backend named like a path": {"name": "../kube-system"},
+    "a backend named with a namespace": {"name": "kube-system/b"},
+    "a credentials Secret in another namespace": {
+        "schema": {"name": "AWSBedrock"},
+        "credentials": {
+            "aws": {"region": "r", "credentialsSecretRef": {"name": "x", "namespace": "kube-system"}}
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES), ids=str)
+def test_a_tenant_cannot_point_a_backend_outside_its_namespace(escape: str) -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"][0] |= ESCAPES[escape]
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    fatals = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatals) == 1, escape
+    assert "spec.backends[0]" in fatals[0].message
+
+
+def _namespaces(node: Any) -> list[str]:
+    """Every `namespace` value anywhere in a manifest."""
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "namespace" and isinstance(v, str)] + [
+            n for v in node.values() for n in _namespaces(v)
+        ]
+    if isinstance(node, list):
+        return [n for v in node for n in _namespaces(v)]
+    return []
+
+
+def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() -> None:
+    """The gateway it attaches to is the one reference allowed out (parentRefs)."""
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"].append(
+        _backend("AWSBedrock", credentials={"aws": {"region": "r", "credentialsSecretRef": {"name": "x"}}})
+        | {"tls": {"caConfigMapRef": {"name": "ca"}}}
+    )
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    own = xr["metadata"]["namespace"]
+    gateway_ns = READY_GW["status"]["gateway"]["namespace"]
+    for name, obj in desired(rsp).items():
+        assert obj["metadata"]["namespace"] == own, name
+        manifest = copy.deepcopy(obj["spec"]["forProvider"]["manifest"])
+        parents = manifest["spec"].pop("parentRefs", [])
+        assert all(p["namespace"] == gateway_ns for p in parents)
+        assert set(_namespaces(manifest)) == {own}, name

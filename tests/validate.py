@@ -23,7 +23,7 @@ CONFIGURATION = EXAMPLES / "configuration"
 XRDS = sorted(CONFIGURATION.glob("*-xrd.yaml"))
 INPUT_CRD = ROOT / "package" / "input" / "gatewayreadiness.fn.crossplane.io_inputs.yaml"
 COMPOSITIONS = sorted([*EXAMPLES.glob("*/composition.yaml"), *CONFIGURATION.glob("*-composition.yaml")])
-INSTALL = sorted(CONFIGURATION.glob("install/*.yaml"))
+INSTALL = sorted((EXAMPLES / "install").glob("*.yaml"))
 
 # Shipped kinds with no CRD among the upstream ones: package metadata is read
 # by the crossplane CLI, RBAC is a built-in API, and Crossplane's Provider CRD
@@ -35,6 +35,7 @@ NO_CRD_HERE = {
     ("pkg.crossplane.io/v1", "Provider"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 }
 EXAMPLE_XRS = sorted(EXAMPLES.glob("*/xr*.yaml"))
 

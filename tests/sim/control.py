@@ -134,16 +134,20 @@ class Provider:
             wrote = True
         target = self.world.get(*state.target)
         if target is None:
-            status: dict[str, Any] = {
-                "conditions": [
-                    {
-                        "type": "Synced",
-                        "status": "False",
-                        "reason": "ReconcileError",
-                        "message": "cannot observe external resource: external resource does not exist",
-                    }
-                ]
-            }
+            # Only Synced changes: the last observed manifest and Ready stay
+            # (provider-kubernetes object.go Observe returns ResourceExists:
+            # false; crossplane-runtime sets only the Synced condition).
+            previous = state.status or {}
+            status: dict[str, Any] = {k: v for k, v in previous.items() if k != "conditions"}
+            status["conditions"] = [
+                *(c for c in previous.get("conditions", []) if c["type"] != "Synced"),
+                {
+                    "type": "Synced",
+                    "status": "False",
+                    "reason": "ReconcileError",
+                    "message": "observe failed: external resource does not exist",
+                },
+            ]
             ready = False
         else:
             readiness = state.body["spec"].get("readiness", {})

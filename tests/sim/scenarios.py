@@ -302,9 +302,9 @@ SCENARIOS = [
     Scenario(
         "the Deployment missing (a wrong name), then fixed",
         [
-            (0, lambda s: s.add_gateway(deploymentNaming="GatewayNamespace")),
+            (0, lambda s: s.add_gateway(deployMode="GatewayNamespace")),
             (5, lambda s: s.add_route("llama")),
-            (200, lambda s: s.set_gateway_envoy(deploymentNaming="Pinned")),
+            (200, lambda s: s.set_gateway_envoy(deployMode="ControllerNamespace")),
         ],
         end=500,
     ),

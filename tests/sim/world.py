@@ -12,8 +12,12 @@ v1.8.1 and Envoy AI Gateway v1.1.0, see shared/docs/upstream-facts.md):
   a few seconds late); its controller stamps the pod template with the
   ext-proc config hash once routes exist, and rolls the Deployment when
   "routes exist" and "pods have the sidecar" disagree, never mid-rollout;
-- a request for a model goes to every ready pod: 500 where the pod lacks the
-  sidecar, 404 where no route matches the model, 200 otherwise.
+- a pod taken away (rollout, eviction, drain) terminates for a grace period,
+  out of `status.replicas` but counted in `status.terminatingReplicas`
+  (Kubernetes 1.35, DeploymentReplicaSetTerminatingReplicas on by default),
+  and keeps serving the connections it has open until it is gone;
+- a request for a model goes to every ready or terminating pod: 500 where the
+  pod lacks the sidecar, 404 where no route matches the model, 200 otherwise.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ POD_START_SECONDS = 20
 AIGW_LAG_SECONDS = 3
 # Seconds the Deployment controller takes to observe a new generation.
 OBSERVE_GENERATION_SECONDS = 1
+# Seconds a terminating Envoy pod keeps serving its open connections (Envoy
+# Gateway's shutdown manager drains before Envoy exits).
+DRAIN_SECONDS = 15
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
@@ -65,7 +72,13 @@ class Deployment:
     annotations: dict[str, str] = field(default_factory=dict)
     image: str = "envoy:v1"
     pods: list[Pod] = field(default_factory=list)
+    # Pods with a deletion timestamp, and the second they are gone.
+    terminating: list[tuple[Pod, int]] = field(default_factory=list)
     uid: int = 0
+
+    def terminate(self, pod: Pod, now: int) -> None:
+        self.pods.remove(pod)
+        self.terminating.append((pod, now + DRAIN_SECONDS))
 
     def change_template(self, now: int) -> None:
         self.template += 1
@@ -92,6 +105,9 @@ class Deployment:
             "readyReplicas": sum(p.available(now) for p in self.pods),
             "availableReplicas": sum(p.available(now) for p in self.pods),
         }
+        # A pointer field: reported even when zero.
+        counts = {k: v for k, v in status.items() if v}
+        counts["terminatingReplicas"] = len(self.terminating)
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -112,7 +128,7 @@ class Deployment:
                     "spec": {"containers": [{"name": "envoy", "image": self.image}]},
                 },
             },
-            "status": {k: v for k, v in status.items() if v},
+            "status": counts,
         }
 
 
@@ -240,11 +256,13 @@ class World:
                 )
 
     def deployment_key(self, gw_ns: str, gw_name: str, proxy: dict[str, Any] | None) -> tuple[str, str]:
-        if self.gateway_namespace_mode:
-            return gw_ns, gw_name
+        # Naming and placement are separate (Envoy Gateway v1.8 resource_provider.go):
+        # a pinned name is placed in the Gateway's namespace in GatewayNamespace mode.
         pinned = (
             (proxy or {}).get("spec", {}).get("provider", {}).get("kubernetes", {}).get("envoyDeployment", {})
         ).get("name")
+        if self.gateway_namespace_mode:
+            return gw_ns, pinned or gw_name
         return EG_NAMESPACE, pinned or generated_deployment_name(gw_ns, gw_name)
 
     def _envoy_gateway(self) -> None:
@@ -323,6 +341,7 @@ class World:
 
     def _roll(self, dep: Deployment) -> None:
         """The Deployment controller: RollingUpdate, maxSurge and maxUnavailable 25%."""
+        dep.terminating = [(pod, until) for pod, until in dep.terminating if until > self.now]
         if dep.observed_generation < dep.generation and self.now >= dep.observed_at:
             dep.observed_generation = dep.generation
         if dep.observed_generation < dep.generation:
@@ -341,9 +360,9 @@ class World:
             available = sum(p.available(self.now) for p in dep.pods)
             if pod.available(self.now) and available - 1 < dep.replicas - max_unavailable:
                 break
-            dep.pods.remove(pod)
+            dep.terminate(pod, self.now)
         while not old and len(dep.pods) > dep.replicas:
-            dep.pods.remove(min(dep.pods, key=lambda p: (p.available(self.now), -p.created)))
+            dep.terminate(min(dep.pods, key=lambda p: (p.available(self.now), -p.created)), self.now)
 
     # --- faults -------------------------------------------------------------------------
 
@@ -355,7 +374,7 @@ class World:
             available = [p for p in dep.pods if p.available(self.now)]
             if len(available) - 1 < min_available or not available:
                 return False
-            dep.pods.remove(min(available, key=lambda p: p.created))
+            dep.terminate(min(available, key=lambda p: p.created), self.now)
             return True
         return False
 
@@ -375,7 +394,7 @@ class World:
             p
             for dep in self.deployments.values()
             if dep.gateway == gateway
-            for p in dep.pods
+            for p in [*dep.pods, *(pod for pod, _ in dep.terminating)]
             if p.available(self.now)
         ]
         if not pods:
