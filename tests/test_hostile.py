@@ -24,6 +24,29 @@ ROUTE_OBSERVED = by_resource_name(
     load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml")
 )
 READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
+# Every field of the API appears in what is corrupted, the newer ones included.
+GW_XR = copy.deepcopy(GW_XR)
+GW_XR["spec"] |= {
+    "requestBufferLimit": "8Mi",
+    "envoy": {"deployMode": "GatewayNamespace", "serviceType": "NodePort", "deploymentNaming": "Generated"},
+}
+ROUTE_XR = copy.deepcopy(ROUTE_XR)
+ROUTE_XR["spec"]["backends"] += [
+    {
+        "name": "bedrock",
+        "endpoint": {"hostname": "bedrock-runtime.us-east-1.amazonaws.com", "port": 443},
+        "schema": {"name": "AWSBedrock"},
+        "credentials": {
+            "aws": {"region": "us-east-1", "credentialsSecretRef": {"name": "aws"}, "profile": "p"}
+        },
+    },
+    {
+        "name": "azure",
+        "endpoint": {"hostname": "x.openai.azure.com", "port": 443},
+        "schema": {"name": "AzureOpenAI"},
+        "credentials": {"azure": {"tenantID": "t", "clientID": "c", "clientSecretRef": {"name": "az"}}},
+    },
+]
 
 # JSON as a protobuf Struct can hold it: numbers are doubles.
 json_values = st.recursive(

@@ -7,7 +7,9 @@ import tomllib
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from function import api
 from function.api import Input
 from tests import test_gateway, test_route
 from tests.support import ROOT, load_yaml, make_request, run
@@ -222,3 +224,44 @@ def test_the_image_runs_as_non_root_and_serves_the_function() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^USER\s+nonroot", text, flags=re.MULTILINE)
     assert '"-m", "function"' in text
+
+
+# --- the XRDs carry every field the models accept --------------------------------------
+
+
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model inside Optional[...] or list[...], if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _missing(model: Any, schema: dict[str, Any], path: str) -> list[str]:
+    if schema.get("type") == "array":
+        schema = schema["items"]
+    props = schema.get("properties", {})
+    out = []
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        if key not in props:
+            out.append(f"{path}.{key}")
+            continue
+        inner = _model_of(info.annotation)
+        if inner is not None:
+            out += _missing(inner, props[key], f"{path}.{key}")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("xrd", "model"),
+    [("inferencegateway-xrd.yaml", "InferenceGatewaySpec"), ("modelroute-xrd.yaml", "ModelRouteSpec")],
+)
+def test_the_xrd_declares_every_field_the_function_accepts(xrd: str, model: str) -> None:
+    """An XRD that lacks a field prunes it before the function ever sees it."""
+    doc = load_yaml(CONFIGURATION / xrd)[0]
+    schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert _missing(getattr(api, model), schema, "spec") == []
