@@ -163,26 +163,76 @@ def _condition(c: fnv1.Condition) -> dict[str, Any]:
     return out
 
 
+# System condition types Crossplane owns; a function's conditions of these
+# types are ignored (crossplane-runtime IsSystemConditionType).
+_SYSTEM_CONDITIONS = {"Ready", "Synced", "Healthy"}
+
+
+def _composed_metadata(
+    body: dict[str, Any], name: str, xr: Mapping[str, Any], observed: Mapping[str, Any] | None
+) -> None:
+    """Crossplane's metadata for a composed resource (crank render SetComposedResourceMetadata).
+
+    An existing composed resource keeps its observed name and namespace,
+    whatever name the function desires now (v2.2.1 cmd/crank/render/render.go;
+    the composition controller does the same).
+    """
+    metadata = xr.get("metadata") or {}
+    meta = body.setdefault("metadata", {})
+    if observed is not None:
+        seen = observed.get("metadata") or {}
+        for key in ("namespace", "name", "generateName"):
+            if seen.get(key):
+                meta[key] = seen[key]
+            else:
+                meta.pop(key, None)
+    if not meta.get("name") and not meta.get("generateName"):
+        meta["generateName"] = f"{metadata.get('name')}-"
+    if metadata.get("namespace"):
+        meta["namespace"] = metadata["namespace"]
+    meta.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = name
+    meta.setdefault("labels", {})["crossplane.io/composite"] = metadata.get("name")
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": xr.get("apiVersion"),
+            "blockOwnerDeletion": True,
+            "controller": True,
+            "kind": xr.get("kind"),
+            "name": metadata.get("name"),
+            "uid": metadata.get("uid", ""),
+        }
+    ]
+
+
 def output_documents(
-    xr: dict[str, Any], rsp: fnv1.RunFunctionResponse, step: str, *, include_results: bool
+    xr: dict[str, Any],
+    rsp: fnv1.RunFunctionResponse,
+    step: str,
+    *,
+    include_results: bool,
+    observed: Iterable[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The YAML stream crossplane render prints, as documents."""
+    """The YAML stream crossplane render (v2.2.1) prints, as documents."""
     fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         raise RenderError(f"pipeline step {step!r} returned a fatal result: {fatal[0].message}")
     metadata = xr.get("metadata") or {}
     status = dict(resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {})
     ready = rsp.desired.composite.ready == fnv1.READY_TRUE
-    conditions = [_condition(c) for c in rsp.conditions]
-    conditions.append(
-        {
+    # Ready first, then the function's own types in order, a later one of a
+    # type replacing an earlier one, as crossplane-runtime SetConditions does.
+    conditions: dict[str, dict[str, Any]] = {
+        "Ready": {
             "lastTransitionTime": RENDER_TIME,
             "reason": "Available" if ready else "Creating",
             "status": "True" if ready else "False",
             "type": "Ready",
         }
-    )
-    status["conditions"] = sorted(conditions, key=lambda c: c["type"])
+    }
+    for c in rsp.conditions:
+        if c.type not in _SYSTEM_CONDITIONS:
+            conditions[c.type] = _condition(c)
+    status["conditions"] = list(conditions.values())
     out_xr = {
         "apiVersion": xr.get("apiVersion"),
         "kind": xr.get("kind"),
@@ -190,12 +240,13 @@ def output_documents(
         "status": status,
     }
     docs = [out_xr]
+    seen = {
+        ((d.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION): d for d in observed
+    }
     for name in sorted(rsp.desired.resources):
         body = resource.struct_to_dict(rsp.desired.resources[name].resource)
         _ints(body)
-        meta = body.setdefault("metadata", {})
-        meta.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = name
-        meta.setdefault("labels", {})["crossplane.io/composite"] = metadata.get("name")
+        _composed_metadata(body, name, xr, seen.get(name))
         docs.append(body)
     if include_results:
         docs.extend(
@@ -203,7 +254,6 @@ def output_documents(
                 "apiVersion": "render.crossplane.io/v1beta1",
                 "kind": "Result",
                 "message": r.message,
-                "reason": r.reason,
                 "severity": _SEVERITY.get(r.severity, "SEVERITY_UNSPECIFIED"),
                 "step": step,
             }
@@ -254,13 +304,10 @@ def cli(  # noqa: PLR0917 - click passes options as arguments
     try:
         xr = load_documents(xr_path)[0]
         composition = load_documents(composition_path)[0]
-        rsp, step = render(
-            xr,
-            composition,
-            load_documents(observed_resources),
-            load_documents(required_resources),
-            function_name,
+        observed = load_documents(observed_resources)
+        rsp, step = render(xr, composition, observed, load_documents(required_resources), function_name)
+        sys.stdout.write(
+            dump(output_documents(xr, rsp, step, include_results=include_function_results, observed=observed))
         )
-        sys.stdout.write(dump(output_documents(xr, rsp, step, include_results=include_function_results)))
     except (RenderError, OSError, IndexError, yaml.YAMLError) as e:
         raise click.ClickException(str(e)) from None
