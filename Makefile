@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -93,3 +93,18 @@ e2e: $(STAMP)
 # Latency, throughput, cold start and RSS against an SDK floor (not part of `make test`).
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+
+# The real Crossplane CLI, built from the Go module proxy at the pinned version
+# (tests/real/versions.py) into ~/.cache/function-gateway-readiness (or
+# $FGR_CACHE_DIR); reused when there. Needs Go 1.26.
+crossplane-cli: $(STAMP)
+	$(BIN)/python -m tests.real.toolchain crank
+
+# crossplane render, beta validate and xpkg build against this function and
+# everything shipped; ends with one `conformance:` line.
+conformance: $(STAMP)
+	$(BIN)/python -m tests.real.conformance
+
+# Both packages, built with the real CLI into _output/.
+packages: $(STAMP)
+	$(BIN)/python -m tests.real.packages _output

@@ -55,6 +55,9 @@ def load_documents(path: str | None) -> list[dict[str, Any]]:
         return []
     p = Path(path)
     files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    if not files:
+        # As crossplane render says it: an empty folder is a mistake, not "nothing".
+        raise RenderError(f"no YAML files found in {path!r} (.yaml or .yml)")
     docs: list[dict[str, Any]] = []
     for f in files:
         docs.extend(d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict))
@@ -241,7 +244,8 @@ def output_documents(
     }
     docs = [out_xr]
     seen = {
-        ((d.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION): d for d in observed
+        ((d.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION): d
+        for d in observed
     }
     for name in sorted(rsp.desired.resources):
         body = resource.struct_to_dict(rsp.desired.resources[name].resource)

@@ -1,0 +1,137 @@
+"""Build the Function and the Configuration package with the real `crossplane xpkg build`, and look inside.
+
+`make packages` writes both to `_output/`. The Configuration's package root
+holds only what the package parser accepts (its metadata, XRDs and
+Compositions); the install manifests live in `examples/install/`, and the
+package's examples are the two example XRs, staged into a folder of their own
+because `--examples-root` takes every YAML under it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.real import toolchain
+from tests.real.process import run
+from tests.real.versions import CROSSPLANE
+from tests.support import EXAMPLES, ROOT
+
+CONFIGURATION = EXAMPLES / "configuration"
+FUNCTION_PACKAGE = "function-gateway-readiness.xpkg"
+CONFIGURATION_PACKAGE = "configuration-inference-gateways.xpkg"
+# The example XRs a Configuration carries.
+CONFIGURATION_EXAMPLES = [EXAMPLES / "inference-gateway" / "xr.yaml", EXAMPLES / "model-route" / "xr.yaml"]
+
+
+def _docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+
+def _layers(xpkg: Path) -> dict[str, bytes]:
+    """Every file in every layer of a package (an OCI image tarball)."""
+    files: dict[str, bytes] = {}
+    with tarfile.open(xpkg) as outer:
+        manifest = json.loads(outer.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        for layer in manifest[0]["Layers"]:
+            data = outer.extractfile(layer).read()  # type: ignore[union-attr]
+            with tarfile.open(fileobj=io.BytesIO(data)) as inner:
+                for member in inner.getmembers():
+                    if member.isfile():
+                        files[member.name] = inner.extractfile(member).read()  # type: ignore[union-attr]
+    return files
+
+
+def _kinds(text: bytes) -> list[tuple[str, str]]:
+    return sorted((d["kind"], d["metadata"]["name"]) for d in _docs(text.decode()))
+
+
+def _xpkg_build(crank: Path, root: Path, examples: Path, out: Path) -> None:
+    run(
+        [
+            str(crank),
+            "xpkg",
+            "build",
+            "--package-root",
+            str(root),
+            "--examples-root",
+            str(examples),
+            "-o",
+            str(out),
+        ],
+        no_network=True,
+    )
+
+
+def want_configuration() -> list[tuple[str, str]]:
+    return sorted(
+        [("Configuration", "configuration-inference-gateways")]
+        + [
+            (d["kind"], d["metadata"]["name"])
+            for f in sorted(CONFIGURATION.glob("*.yaml"))
+            if f.name != "crossplane.yaml"
+            for d in _docs(f.read_text())
+        ]
+    )
+
+
+def build(crank: Path, outdir: Path) -> dict[str, list[str]]:
+    """Build both packages into outdir; per package, what is wrong with its contents."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    problems: dict[str, list[str]] = {FUNCTION_PACKAGE: [], CONFIGURATION_PACKAGE: []}
+    with tempfile.TemporaryDirectory(prefix="xpkg-") as tmp:
+        none = Path(tmp) / "no-examples"
+        none.mkdir()
+        fn = outdir / FUNCTION_PACKAGE
+        _xpkg_build(crank, ROOT / "package", none, fn)
+        got = _kinds(_layers(fn)["package.yaml"])
+        want = [
+            ("CustomResourceDefinition", "inputs.gatewayreadiness.fn.crossplane.io"),
+            ("Function", "function-gateway-readiness"),
+        ]
+        if got != want:
+            problems[FUNCTION_PACKAGE].append(f"the Function package holds {got}, want {want}")
+
+        staged = Path(tmp) / "configuration-examples"
+        staged.mkdir()
+        for xr in CONFIGURATION_EXAMPLES:
+            (staged / f"{xr.parent.name}.yaml").write_bytes(xr.read_bytes())
+        cfg = outdir / CONFIGURATION_PACKAGE
+        _xpkg_build(crank, CONFIGURATION, staged, cfg)
+        files = _layers(cfg)
+        got = _kinds(files["package.yaml"])
+        if got != want_configuration():
+            problems[CONFIGURATION_PACKAGE].append(
+                f"the Configuration holds {got}, want {want_configuration()}"
+            )
+        examples = sorted(d["kind"] for d in _docs(files.get(".up/examples.yaml", b"").decode()))
+        if examples != ["InferenceGateway", "ModelRoute"]:
+            problems[CONFIGURATION_PACKAGE].append(f"the Configuration's examples are {examples}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    outdir = Path(argv[0] if argv else ROOT / "_output")
+    try:
+        crank = toolchain.ensure(CROSSPLANE, "crank")
+    except toolchain.ToolchainError as e:
+        print(e, file=sys.stderr)
+        return 1
+    problems = build(crank, outdir)
+    for found in problems.values():
+        for p in found:
+            print(p, file=sys.stderr)
+    for name in problems:
+        print(outdir / name)
+    return 1 if any(problems.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""Build pinned upstream binaries with Go into a cache outside the clone, and reuse them.
+
+CI runs in a fresh clone on the same machine, so the cache lives under the
+user's cache folder (`$FGR_CACHE_DIR`, else `$XDG_CACHE_HOME/function-gateway-
+readiness`, else `~/.cache/function-gateway-readiness`), one folder per
+component and version. A build goes to a temporary name and is renamed into
+place, so an interrupted build never leaves a broken binary behind.
+
+`python -m tests.real.toolchain crank` prints the binary's path, building it
+first if needed, and how long that took.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.real.versions import CROSSPLANE, Component
+
+MODULES = Path(__file__).resolve().parent / "modules"
+COMPONENTS = {c.name: c for c in (CROSSPLANE,)}
+
+
+class ToolchainError(RuntimeError):
+    """A binary could not be had: says which and why."""
+
+
+def cache_root() -> Path:
+    if os.environ.get("FGR_CACHE_DIR"):
+        return Path(os.environ["FGR_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "function-gateway-readiness"
+
+
+def binary_path(component: Component, binary: str) -> Path:
+    return cache_root() / f"{component.name}-{component.version}" / binary
+
+
+def cached(component: Component, binary: str) -> bool:
+    path = binary_path(component, binary)
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise ToolchainError("no go on PATH: install Go 1.26 (the Debian or upstream toolchain)")
+    return go
+
+
+def ensure(component: Component, binary: str) -> Path:
+    """The cached binary, built now if it is not there yet."""
+    path = binary_path(component, binary)
+    if cached(component, binary):
+        return path
+    package = component.binaries[binary]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{binary}.partial")
+    env = {
+        **os.environ,
+        # The committed go.sum decides every dependency; no toolchain switch.
+        "GOFLAGS": "-mod=readonly",
+        "GOWORK": "off",
+        "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local"),
+        "CGO_ENABLED": "0",
+    }
+    started = time.monotonic()
+    print(
+        f"building {binary} {component.version} from {component.module} (cached in {path.parent})",
+        file=sys.stderr,
+    )
+    out = subprocess.run(
+        [_go(), "build", "-trimpath", "-o", str(partial), package],
+        cwd=MODULES / component.name,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise ToolchainError(f"go build {package}@{component.version} failed:\n{out.stderr[-4000:]}")
+    partial.rename(path)
+    seconds = time.monotonic() - started
+    (path.parent / f"{binary}.build-seconds").write_text(f"{seconds:.0f}\n")
+    print(f"built {binary} in {seconds:.0f} s", file=sys.stderr)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(
+            f"usage: python -m tests.real.toolchain BINARY  (one of: {', '.join(_all_binaries())})",
+            file=sys.stderr,
+        )
+        return 2
+    for component in COMPONENTS.values():
+        if argv[0] in component.binaries:
+            try:
+                print(ensure(component, argv[0]))
+            except ToolchainError as e:
+                print(e, file=sys.stderr)
+                return 1
+            return 0
+    print(f"unknown binary {argv[0]}", file=sys.stderr)
+    return 2
+
+
+def _all_binaries() -> list[str]:
+    return sorted(b for c in COMPONENTS.values() for b in c.binaries)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

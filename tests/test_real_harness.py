@@ -1,0 +1,81 @@
+"""The real-component harness: its comparisons and checks can fail (pure parts, no binaries needed)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from tests.real import conformance, packages, toolchain
+from tests.real.versions import CROSSPLANE
+
+XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
+OBJ = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "Object",
+    "metadata": {"name": "o", "annotations": {"crossplane.io/composition-resource-name": "gateway"}},
+    "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "Gateway", "metadata": {"name": "g"}}}},
+}
+
+
+def test_identical_renders_have_no_differences() -> None:
+    assert conformance.differences([XR, OBJ], copy.deepcopy([XR, OBJ])) == []
+
+
+def test_a_changed_composed_resource_is_a_difference() -> None:
+    other = copy.deepcopy(OBJ)
+    other["spec"]["forProvider"]["manifest"]["metadata"]["name"] = "h"
+    assert conformance.differences([XR, OBJ], [XR, other]) == ["differs: Object gateway"]
+
+
+def test_a_resource_only_one_side_renders_is_a_difference() -> None:
+    assert conformance.differences([XR, OBJ], [XR]) == ["only in crossplane render: Object gateway"]
+
+
+def test_the_same_documents_in_another_order_are_a_difference() -> None:
+    assert conformance.differences([XR, OBJ], [OBJ, XR]) == ["the same documents in another order"]
+
+
+def test_inner_manifests_are_validated_too() -> None:
+    assert conformance.inner_manifests([XR, OBJ]) == [OBJ["spec"]["forProvider"]["manifest"]]
+
+
+def test_the_validate_summary_is_read() -> None:
+    line = "Total 12 resources: 0 missing schemas, 11 success cases, 1 failure cases"
+    match = conformance._TOTAL.search(line)
+    assert match is not None
+    assert match.groups() == ("12", "0", "11", "1")
+
+
+def test_the_cache_lives_outside_the_clone_keyed_by_version(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FGR_CACHE_DIR", str(tmp_path))
+    assert (
+        toolchain.binary_path(CROSSPLANE, "crank") == tmp_path / f"crossplane-{CROSSPLANE.version}" / "crank"
+    )
+    monkeypatch.delenv("FGR_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert toolchain.cache_root() == tmp_path / "function-gateway-readiness"
+
+
+def test_every_pinned_binary_has_a_wrapper_module_with_its_go_sum() -> None:
+    module = toolchain.MODULES / CROSSPLANE.name
+    go_mod = (module / "go.mod").read_text()
+    assert f"{CROSSPLANE.module} {CROSSPLANE.version}" in go_mod
+    assert (module / "go.sum").stat().st_size > 0
+    tools = (module / "tools.go").read_text()
+    for package in CROSSPLANE.binaries.values():
+        assert f'"{package}"' in tools
+
+
+def test_the_configuration_package_wants_exactly_its_xrds_and_compositions() -> None:
+    kinds = [kind for kind, _ in packages.want_configuration()]
+    assert sorted(kinds) == [
+        "CompositeResourceDefinition",
+        "CompositeResourceDefinition",
+        "Composition",
+        "Composition",
+        "Configuration",
+    ]
