@@ -13,20 +13,30 @@ root="$(cd "$here/.." && pwd)"
 
 CLUSTER="${CLUSTER:-gateway-readiness-e2e}"
 CROSSPLANE_VERSION="${CROSSPLANE_VERSION:-2.1.0}"
-PROVIDER_KUBERNETES_VERSION="${PROVIDER_KUBERNETES_VERSION:-v1.0.0}"
+PROVIDER_KUBERNETES_VERSION="${PROVIDER_KUBERNETES_VERSION:-v1.2.0}"
 ENVOY_GATEWAY_VERSION="${ENVOY_GATEWAY_VERSION:-v1.8.1}"
 ENVOY_AI_GATEWAY_VERSION="${ENVOY_AI_GATEWAY_VERSION:-v1.1.0}"
 REGISTRY_NAME="kind-registry"
 REGISTRY_PORT="5001"
-FUNCTION_REF="localhost:${REGISTRY_PORT}/function-gateway-readiness:v0.1.0"
+# How the cluster reaches the registry: a name ending in .local, which
+# Crossplane's package manager (go-containerregistry) pulls over plain HTTP as
+# it does localhost; containerd on the nodes is told the same below. A bare
+# name such as kind-registry would be pulled over HTTPS and fail.
+REGISTRY_IN_CLUSTER="kind-registry.local:5000"
+PUSH_REF="localhost:${REGISTRY_PORT}/function-gateway-readiness:v0.1.0"
+FUNCTION_REF="${REGISTRY_IN_CLUSTER}/function-gateway-readiness:v0.1.0"
 
 need() {
   for tool in "$@"; do
     command -v "$tool" >/dev/null 2>&1 || { echo "e2e: $tool is required" >&2; exit 2; }
   done
 }
-need docker kind kubectl helm crossplane
+need docker kind kubectl helm crossplane python
 docker info >/dev/null 2>&1 || { echo "e2e: no Docker engine is running" >&2; exit 2; }
+python -c "import pytest, yaml, kubernetes" 2>/dev/null || {
+  echo "e2e: python needs pytest, pyyaml and kubernetes: pip install -e '.[test,e2e]' (make e2e does)" >&2
+  exit 2
+}
 
 cleanup() {
   if [ -z "${KEEP:-}" ]; then
@@ -43,33 +53,43 @@ fi
 if ! kind get clusters | grep -qx "$CLUSTER"; then
   kind create cluster --name "$CLUSTER" --config "$here/manifests/kind.yaml"
 fi
-docker network connect kind "$REGISTRY_NAME" 2>/dev/null || true
+docker network connect --alias "${REGISTRY_IN_CLUSTER%:*}" kind "$REGISTRY_NAME" 2>/dev/null || true
+# containerd on every node pulls the same name over plain HTTP (config_path is
+# set in manifests/kind.yaml).
+for node in $(kind get nodes --name "$CLUSTER"); do
+  dir="/etc/containerd/certs.d/${REGISTRY_IN_CLUSTER}"
+  docker exec "$node" mkdir -p "$dir"
+  printf '[host."http://%s"]\n' "$REGISTRY_IN_CLUSTER" | docker exec -i "$node" tee "$dir/hosts.toml" >/dev/null
+done
 kubectl apply -f "$here/manifests/local-registry.yaml"
 
 echo "--- building the function image and package"
 docker build -t function-gateway-readiness:e2e "$root"
+empty_examples="$(mktemp -d)"
 crossplane xpkg build --package-root "$root/package" --embed-runtime-image function-gateway-readiness:e2e \
-  --examples-root "$root/examples" -o "$here/function.xpkg"
-crossplane xpkg push -f "$here/function.xpkg" "$FUNCTION_REF"
+  --examples-root "$empty_examples" -o "$here/function.xpkg"
+crossplane xpkg push -f "$here/function.xpkg" "$PUSH_REF"
 
 echo "--- Crossplane ${CROSSPLANE_VERSION}"
 helm repo add crossplane-stable https://charts.crossplane.io/stable --force-update >/dev/null
 helm upgrade --install crossplane crossplane-stable/crossplane --version "$CROSSPLANE_VERSION" \
   --namespace crossplane-system --create-namespace --wait
 
-echo "--- Envoy Gateway ${ENVOY_GATEWAY_VERSION} and Envoy AI Gateway ${ENVOY_AI_GATEWAY_VERSION}"
+echo "--- Envoy Gateway ${ENVOY_GATEWAY_VERSION}, then Envoy AI Gateway ${ENVOY_AI_GATEWAY_VERSION}"
+# Envoy Gateway first: its chart brings the Gateway API CRDs that Envoy AI
+# Gateway's controller needs at start.
+helm upgrade --install eg oci://docker.io/envoyproxy/gateway-helm --version "$ENVOY_GATEWAY_VERSION" \
+  --namespace envoy-gateway-system --create-namespace \
+  -f "$here/manifests/envoy-gateway-values.yaml" --wait
 helm upgrade --install aieg-crd oci://docker.io/envoyproxy/ai-gateway-crds-helm --version "$ENVOY_AI_GATEWAY_VERSION" \
   --namespace envoy-ai-gateway-system --create-namespace --wait
 helm upgrade --install aieg oci://docker.io/envoyproxy/ai-gateway-helm --version "$ENVOY_AI_GATEWAY_VERSION" \
   --namespace envoy-ai-gateway-system --create-namespace --wait
-helm upgrade --install eg oci://docker.io/envoyproxy/gateway-helm --version "$ENVOY_GATEWAY_VERSION" \
-  --namespace envoy-gateway-system --create-namespace \
-  -f "$here/manifests/envoy-gateway-values.yaml" --wait
 kubectl apply -f "$here/manifests/gatewayclass.yaml"
 
 echo "--- provider-kubernetes ${PROVIDER_KUBERNETES_VERSION} with watches, and the function"
 sed -e "s#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
-    -e "s#xpkg.crossplane.io/example/function-gateway-readiness:v0.1.0#${REGISTRY_NAME}:5000/function-gateway-readiness:v0.1.0#" \
+    -e "s#xpkg.crossplane.io/example/function-gateway-readiness:v0.1.0#${FUNCTION_REF}#" \
     "$root/examples/install/provider-kubernetes.yaml" | kubectl apply -f -
 kubectl apply -f "$root/examples/install/rbac.yaml"
 kubectl wait --for=condition=Healthy providers.pkg.crossplane.io --all --timeout=600s

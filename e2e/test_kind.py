@@ -133,8 +133,14 @@ def apply_route_and_wait(api: Any) -> None:
     )
 
 
+def _cluster_ip(doc: dict[str, Any]) -> None:
+    """kind has no load-balancer controller: a LoadBalancer Service never gets an
+    address there, and a Gateway without one is never Programmed."""
+    doc["spec"].setdefault("envoy", {})["serviceType"] = "ClusterIP"
+
+
 def test_gateway_becomes_ready(api: Any) -> None:
-    apply(ROOT / "examples" / "inference-gateway" / "xr.yaml")
+    apply(ROOT / "examples" / "inference-gateway" / "xr.yaml", _cluster_ip)
     wait_for(
         "GatewayReady=True",
         lambda: (
@@ -183,11 +189,14 @@ def test_removing_the_last_route_does_not_roll_envoy(api: Any) -> None:
 def test_evicting_one_of_two_envoy_pods_keeps_the_gateway_ready(api: Any) -> None:
     apply_route_and_wait(api)
     namespace, _ = envoy_deployment(api)
-    pods = (
-        api.CoreV1Api()
+    # Pods of an earlier rollout may still be terminating: only live pods count.
+    pods = [
+        p
+        for p in api.CoreV1Api()
         .list_namespaced_pod(namespace, label_selector="gateway.envoyproxy.io/owning-gateway-name=inference")
         .items
-    )
+        if p.metadata.deletion_timestamp is None
+    ]
     assert len(pods) == 2
     eviction = api.V1Eviction(metadata=api.V1ObjectMeta(name=pods[0].metadata.name, namespace=namespace))
     api.CoreV1Api().create_namespaced_pod_eviction(pods[0].metadata.name, namespace, eviction)

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.real.versions import CROSSPLANE, Component
+from tests.real.versions import CROSSPLANE, ETCD, KUBERNETES, KWOK, Component
 
 MODULES = Path(__file__).resolve().parent / "modules"
-COMPONENTS = {c.name: c for c in (CROSSPLANE,)}
+COMPONENTS = {c.name: c for c in (CROSSPLANE, ETCD, KUBERNETES, KWOK)}
 
 
 class ToolchainError(RuntimeError):

@@ -30,3 +30,35 @@ CROSSPLANE = Component(
         "crossplane": "github.com/crossplane/crossplane/v2/cmd/crossplane",
     },
 )
+
+# The control plane for the real run: Kubernetes 1.35 reports
+# status.terminatingReplicas (DeploymentReplicaSetTerminatingReplicas, beta and
+# on by default), which GatewayReady reads. Built through our own two-line
+# mains because k8s.io/kubernetes replaces its staging modules locally.
+_K8S = "function-gateway-readiness/tests/real/modules/kubernetes/cmd"
+KUBERNETES = Component(
+    name="kubernetes",
+    module="k8s.io/kubernetes",
+    version="v1.35.4",
+    binaries={
+        "kube-apiserver": f"{_K8S}/kube-apiserver",
+        "kube-controller-manager": f"{_K8S}/kube-controller-manager",
+    },
+)
+
+# Kubernetes 1.31+ needs etcd 3.5.11 or newer (Debian's 3.4 is too old).
+ETCD = Component(
+    name="etcd",
+    module="go.etcd.io/etcd/server/v3",
+    version="v3.6.16",
+    binaries={"etcd": "function-gateway-readiness/tests/real/modules/etcd/cmd/etcd"},
+)
+
+# Fake nodes and pod status: Deployments roll out and pods terminate for real,
+# with no kubelet and no container runtime.
+KWOK = Component(
+    name="kwok",
+    module="sigs.k8s.io/kwok",
+    version="v0.7.0",
+    binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+)

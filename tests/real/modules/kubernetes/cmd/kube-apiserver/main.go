@@ -1,0 +1,14 @@
+// Command kube-apiserver is Kubernetes' API server, built from the pinned
+// k8s.io/kubernetes module for the real control-plane run.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
