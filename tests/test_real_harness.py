@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.real import conformance, packages, toolchain
-from tests.real.versions import CROSSPLANE
+from tests.real.versions import CROSSPLANE, Component
 
 XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
 OBJ = {
@@ -60,14 +60,21 @@ def test_the_cache_lives_outside_the_clone_keyed_by_version(
     assert toolchain.cache_root() == tmp_path / "function-gateway-readiness"
 
 
-def test_every_pinned_binary_has_a_wrapper_module_with_its_go_sum() -> None:
-    module = toolchain.MODULES / CROSSPLANE.name
+@pytest.mark.parametrize(
+    "component", sorted(toolchain.COMPONENTS.values(), key=lambda c: c.name), ids=lambda c: c.name
+)
+def test_every_pinned_binary_has_a_wrapper_module_with_its_go_sum(component: Component) -> None:
+    module = toolchain.MODULES / component.name
     go_mod = (module / "go.mod").read_text()
-    assert f"{CROSSPLANE.module} {CROSSPLANE.version}" in go_mod
+    assert f"{component.module} {component.version}" in go_mod
     assert (module / "go.sum").stat().st_size > 0
-    tools = (module / "tools.go").read_text()
-    for package in CROSSPLANE.binaries.values():
-        assert f'"{package}"' in tools
+    local = go_mod.splitlines()[0].removeprefix("module ").strip()
+    tools = (module / "tools.go").read_text() if (module / "tools.go").exists() else ""
+    for package in component.binaries.values():
+        if package.startswith(local + "/"):
+            assert (module / package.removeprefix(local + "/") / "main.go").is_file(), package
+        else:
+            assert f'"{package}"' in tools, package
 
 
 def test_the_configuration_package_wants_exactly_its_xrds_and_compositions() -> None:
