@@ -19,10 +19,22 @@ import sys
 import time
 from pathlib import Path
 
-from tests.real.versions import CROSSPLANE, ETCD, KUBERNETES, KWOK, Component
+from tests.real.versions import (
+    CROSSPLANE,
+    ENVOY_AI_GATEWAY,
+    ENVOY_GATEWAY,
+    ETCD,
+    KUBERNETES,
+    KWOK,
+    PROVIDER_KUBERNETES,
+    Component,
+)
 
 MODULES = Path(__file__).resolve().parent / "modules"
-COMPONENTS = {c.name: c for c in (CROSSPLANE, ETCD, KUBERNETES, KWOK)}
+COMPONENTS = {
+    c.name: c
+    for c in (CROSSPLANE, ETCD, KUBERNETES, KWOK, PROVIDER_KUBERNETES, ENVOY_GATEWAY, ENVOY_AI_GATEWAY)
+}
 
 
 class ToolchainError(RuntimeError):

@@ -43,6 +43,7 @@ KUBERNETES = Component(
     binaries={
         "kube-apiserver": f"{_K8S}/kube-apiserver",
         "kube-controller-manager": f"{_K8S}/kube-controller-manager",
+        "kube-scheduler": f"{_K8S}/kube-scheduler",
     },
 )
 
@@ -61,4 +62,30 @@ KWOK = Component(
     module="sigs.k8s.io/kwok",
     version="v0.7.0",
     binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+)
+
+# From v1.2.0 the provider dry-runs a server-side apply even for Observe-only
+# Objects (the RBAC it needs is in examples/install/rbac.yaml). v1.1.0 is
+# refused by the Go module proxy.
+PROVIDER_KUBERNETES = Component(
+    name="provider-kubernetes",
+    module="github.com/crossplane-contrib/provider-kubernetes",
+    version="v1.2.0",
+    binaries={"provider-kubernetes": "github.com/crossplane-contrib/provider-kubernetes/cmd/provider"},
+)
+
+ENVOY_GATEWAY = Component(
+    name="envoy-gateway",
+    module="github.com/envoyproxy/gateway",
+    version="v1.8.1",
+    binaries={"envoy-gateway": "github.com/envoyproxy/gateway/cmd/envoy-gateway"},
+)
+
+# v1.1.0 (the version upstream-facts.md was read at) is refused by the Go
+# module proxy; v1.0.0 is the newest it serves.
+ENVOY_AI_GATEWAY = Component(
+    name="envoy-ai-gateway",
+    module="github.com/envoyproxy/ai-gateway",
+    version="v1.0.0",
+    binaries={"envoy-ai-gateway-controller": "github.com/envoyproxy/ai-gateway/cmd/controller"},
 )

@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package envoyaigateway pins Envoy AI Gateway's controller and pod webhook (v1.1.0 is refused by the module proxy).
+package envoyaigateway
+
+import _ "github.com/envoyproxy/ai-gateway/cmd/controller"

@@ -1,0 +1,109 @@
+"""Local processes of a real-component run: started with their logs kept, stopped by PID.
+
+Every process is its own process group, so stopping it stops whatever it
+started too. Stopping sends SIGTERM, waits, then SIGKILL: a run ends with no
+process of its own left and every port it took freed, even when a scenario
+fails. Logs stay in the run's folder, so a red run explains itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.real.process import ConformanceError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    ports: list[int] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class Supervisor:
+    """Starts processes, remembers them, and stops all of them in reverse order."""
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = logdir
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self.processes: list[Process] = []
+
+    def start(
+        self, name: str, cmd: list[str], *, env: dict[str, str] | None = None, ports: list[int] | None = None
+    ) -> Process:
+        log = self.logdir / f"{name}.log"
+        handle = log.open("ab")
+        popen = subprocess.Popen(
+            cmd,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        handle.close()
+        proc = Process(name, popen, log, ports or [])
+        self.processes.append(proc)
+        return proc
+
+    def wait_until(self, proc: Process, what: str, check: Callable[[], bool], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise ConformanceError(
+                    f"{proc.name} exited ({proc.popen.returncode}) before {what}:\n{proc.tail()}"
+                )
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: S110 - not up yet; the deadline decides
+                pass
+            time.sleep(0.2)
+        raise ConformanceError(f"{proc.name}: {what} not within {timeout:.0f} s:\n{proc.tail()}")
+
+    def stop_all(self) -> list[str]:
+        """Stop every process, newest first; what was still listening afterwards."""
+        for proc in reversed(self.processes):
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in reversed(self.processes):
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.popen.wait(timeout=10)
+            # Whatever the process started and left behind goes too.
+            _signal_group(proc, signal.SIGKILL)
+        return [f"{p.name}:{port}" for p in self.processes for port in p.ports if port_open(port)]
+
+
+def _signal_group(proc: Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.popen.pid, sig)
