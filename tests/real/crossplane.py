@@ -1,0 +1,247 @@
+"""Crossplane core, provider-kubernetes and this function, run out of cluster against the control plane.
+
+- The function serves over mutual TLS, as Crossplane serves functions: its
+  server certificate and Crossplane's client certificate share one CA.
+- Crossplane core runs `core start` with webhooks off; its package manager
+  leaves a Function annotated `crossplane.io/paused` alone, so the harness
+  registers the function itself: a FunctionRevision whose status carries the
+  function's endpoint and the composition capability.
+- provider-kubernetes runs with `--enable-watches` (the argument the
+  shipped DeploymentRuntimeConfig passes) and acts through a ProviderConfig
+  holding a token of the `crossplane-system/provider-kubernetes` service
+  account, so the RBAC in examples/install/rbac.yaml is what it may do.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.pki import CA
+from tests.real import toolchain
+from tests.real.controlplane import ControlPlane
+from tests.real.kube import Kube, condition, wait
+from tests.real.process import run
+from tests.real.processes import Supervisor, free_port, port_open
+from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
+from tests.support import EXAMPLES, ROOT
+
+FUNCTION = "function-gateway-readiness"
+CROSSPLANE_NS = "crossplane-system"
+PROVIDER_SA = "provider-kubernetes"
+# controller-runtime's default webhook port, which provider-kubernetes does not
+# let one change; nothing else here uses it.
+PROVIDER_WEBHOOK_PORT = 9443
+
+
+def module_dir(module: str, version: str) -> Path:
+    return Path(run(["go", "env", "GOMODCACHE"]).strip()) / f"{module}@{version}"
+
+
+def _crds(folder: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [d for f in sorted(folder.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+class CrossplaneStack:
+    def __init__(self, cp: ControlPlane, kube: Kube, sup: Supervisor, workdir: Path) -> None:
+        self.cp = cp
+        self.kube = kube
+        self.sup = sup
+        self.dir = workdir
+        self.ca = CA("crossplane-root-ca")
+
+    def start(self) -> None:
+        self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CROSSPLANE_NS}})
+        for crd in _crds(module_dir(CROSSPLANE.module, CROSSPLANE.version) / "cluster" / "crds"):
+            self.kube.apply(crd)
+        for crd in _crds(
+            module_dir(PROVIDER_KUBERNETES.module, PROVIDER_KUBERNETES.version) / "package" / "crds"
+        ):
+            self.kube.apply(self._convert_through_provider(crd))
+        self.kube.wait_crds_established()
+        self._function()
+        self._crossplane()
+        self._provider()
+        self._apis()
+
+    def _convert_through_provider(self, crd: dict) -> dict:  # type: ignore[type-arg]
+        """A conversion webhook the package manager would point at the provider's Service, on loopback."""
+        conversion = crd["spec"].get("conversion") or {}
+        if conversion.get("strategy") == "Webhook":
+            conversion["webhook"]["clientConfig"] = {
+                "url": f"https://127.0.0.1:{PROVIDER_WEBHOOK_PORT}/convert",
+                "caBundle": base64.b64encode(self.ca.pem).decode(),
+            }
+        return crd
+
+    def _function(self) -> None:
+        certs = self.dir / "function-tls"
+        self.ca.write_leaf(certs, FUNCTION)
+        port = free_port()
+        self.function_endpoint = f"127.0.0.1:{port}"
+        proc = self.sup.start(
+            "function",
+            [sys.executable, "-m", "function", "--tls-server-certs-dir", str(certs)],
+            env={"ADDRESS": self.function_endpoint, "PYTHONPATH": str(ROOT)},
+            ports=[port],
+        )
+        self.sup.wait_until(proc, "the function listening", lambda: port_open(port))
+
+    def _crossplane(self) -> None:
+        client_certs = self.dir / "crossplane-client-tls"
+        self.ca.write_leaf(client_certs, "crossplane")
+        ports = [free_port() for _ in range(3)]
+        self.sup.start(
+            "crossplane",
+            [str(toolchain.ensure(CROSSPLANE, "crossplane")), "core", "start", "--debug"],
+            env={
+                "KUBECONFIG": str(self.cp.kubeconfig),
+                "POD_NAMESPACE": CROSSPLANE_NS,
+                "TLS_CLIENT_CERTS_DIR": str(client_certs),
+                "ENABLE_WEBHOOKS": "false",
+                "WEBHOOK_PORT": str(ports[0]),
+                "METRICS_PORT": str(ports[1]),
+                "HEALTH_PROBE_PORT": str(ports[2]),
+                "XPKG_CACHE_DIR": str(self.dir / "xpkg-cache"),
+            },
+            ports=ports,
+        )
+        # The package manager leaves a paused Function alone: the revision and
+        # its status (where to dial, what it can do) are ours to write.
+        package = f"xpkg.crossplane.io/example/{FUNCTION}:v0.1.0"
+        self.kube.apply(
+            {
+                "apiVersion": "pkg.crossplane.io/v1",
+                "kind": "Function",
+                "metadata": {"name": FUNCTION, "annotations": {"crossplane.io/paused": "true"}},
+                "spec": {"package": package},
+            }
+        )
+        revision = f"{FUNCTION}-local"
+        self.kube.apply(
+            {
+                "apiVersion": "pkg.crossplane.io/v1",
+                "kind": "FunctionRevision",
+                "metadata": {
+                    "name": revision,
+                    "labels": {"pkg.crossplane.io/package": FUNCTION},
+                    "annotations": {"crossplane.io/paused": "true"},
+                },
+                "spec": {"desiredState": "Active", "image": package, "revision": 1},
+            }
+        )
+        self.kube.patch_status(
+            "pkg.crossplane.io/v1",
+            "FunctionRevision",
+            revision,
+            {"endpoint": self.function_endpoint, "capabilities": ["composition"]},
+        )
+
+    def _provider(self) -> None:
+        # The provider's identity for what it applies and observes: the
+        # service account the shipped RBAC binds, through a token.
+        self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "envoy-gateway-system"}})
+        self.kube.apply_file(EXAMPLES / "install" / "rbac.yaml")
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": PROVIDER_SA, "namespace": CROSSPLANE_NS},
+            }
+        )
+        token = self.kube.core.create_namespaced_service_account_token(
+            name=PROVIDER_SA,
+            namespace=CROSSPLANE_NS,
+            body={"spec": {"expirationSeconds": 86400}},
+        ).status.token
+        kubeconfig = yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": self.cp.server,
+                            "certificate-authority-data": __import__("base64")
+                            .b64encode(self.cp.ca.pem)
+                            .decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": PROVIDER_SA, "user": {"token": token}}],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": PROVIDER_SA}}],
+                "current-context": "local",
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "provider-kubernetes-identity", "namespace": CROSSPLANE_NS},
+                "stringData": {"kubeconfig": kubeconfig},
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+                "kind": "ClusterProviderConfig",
+                "metadata": {"name": "default"},
+                "spec": {
+                    "credentials": {
+                        "source": "Secret",
+                        "secretRef": {
+                            "namespace": CROSSPLANE_NS,
+                            "name": "provider-kubernetes-identity",
+                            "key": "kubeconfig",
+                        },
+                    }
+                },
+            }
+        )
+        webhook_certs = self.dir / "provider-webhook-tls"
+        self.ca.write_leaf(webhook_certs, "provider-kubernetes")
+        # controller-runtime's webhook server reads tls.crt and tls.key.
+        health = free_port()
+        # The arguments the shipped DeploymentRuntimeConfig passes.
+        runtime = yaml.safe_load_all((EXAMPLES / "install" / "provider-kubernetes.yaml").read_text())
+        args = next(
+            c["args"]
+            for d in runtime
+            if d and d["kind"] == "DeploymentRuntimeConfig"
+            for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+        )
+        self.sup.start(
+            "provider-kubernetes",
+            [str(toolchain.ensure(PROVIDER_KUBERNETES, "provider-kubernetes")), *args, "--debug"],
+            env={
+                "KUBECONFIG": str(self.cp.kubeconfig),
+                "TLS_SERVER_CERTS_DIR": str(webhook_certs),
+                "HEALTH_PROBE_BIND_ADDRESS": f"127.0.0.1:{health}",
+            },
+            ports=[health, PROVIDER_WEBHOOK_PORT],
+        )
+
+    def _apis(self) -> None:
+        configuration = EXAMPLES / "configuration"
+        for xrd in sorted(configuration.glob("*-xrd.yaml")):
+            self.kube.apply_file(xrd)
+        for xrd in sorted(configuration.glob("*-xrd.yaml")):
+            name = yaml.safe_load(xrd.read_text())["metadata"]["name"]
+            wait(
+                f"XRD {name} Established",
+                lambda n=name: (
+                    condition(
+                        self.kube.get("apiextensions.crossplane.io/v1", "CompositeResourceDefinition", n),
+                        "Established",
+                    ).get("status")
+                    == "True"
+                ),
+                timeout=90,
+            )
+        for composition in sorted(configuration.glob("*-composition.yaml")):
+            self.kube.apply_file(composition)
+        self.kube.wait_crds_established()

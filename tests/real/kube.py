@@ -1,0 +1,127 @@
+"""Speaking the Kubernetes API from the real-component runs: apply, read, wait.
+
+The kubernetes client is imported only here, by the harness that drives a real
+cluster; the function's own runtime never imports it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config, dynamic
+from kubernetes.client.exceptions import ApiException
+
+FIELD_MANAGER = "fgr-integration"
+
+
+class Kube:
+    def __init__(self, kubeconfig: Path) -> None:
+        self.api = config.new_client_from_config(str(kubeconfig))
+        self.dyn = dynamic.DynamicClient(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        try:
+            return self.dyn.resources.get(api_version=api_version, kind=kind)
+        except Exception:  # noqa: BLE001 - a CRD created since discovery last ran
+            self.dyn.resources.invalidate_cache()
+            return self.dyn.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, doc: dict[str, Any]) -> Any:
+        """Server-side apply of one object (created if absent)."""
+        res = self._resource(doc["apiVersion"], doc["kind"])
+        meta = doc["metadata"]
+        return res.server_side_apply(
+            body=doc,
+            name=meta["name"],
+            namespace=meta.get("namespace") if res.namespaced else None,
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+
+    def apply_file(self, path: Path, mutate: Callable[[dict[str, Any]], None] | None = None) -> None:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict):
+                if mutate is not None:
+                    mutate(doc)
+                self.apply(doc)
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        res = self._resource(api_version, kind)
+        try:
+            obj = res.get(name=name, namespace=namespace if res.namespaced else None)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return obj.to_dict()  # type: ignore[no-any-return]
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        res = self._resource(api_version, kind)
+        return [i.to_dict() for i in res.get(namespace=namespace, **kwargs).items]
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        res = self._resource(api_version, kind)
+        try:
+            res.delete(name=name, namespace=namespace if res.namespaced else None)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    def patch_status(self, api_version: str, kind: str, name: str, status: dict[str, Any]) -> None:
+        res = self._resource(api_version, kind)
+        res.status.patch(
+            body={"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status},
+            name=name,
+            content_type="application/merge-patch+json",
+        )
+
+    def wait_crds_established(self, timeout: float = 60) -> None:
+        wait(
+            "every CRD Established",
+            lambda: all(
+                _established(c) for c in self.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            ),
+            timeout,
+        )
+        self.dyn.resources.invalidate_cache()
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (crd.get("status") or {}).get("conditions") or []
+    )
+
+
+def condition(obj: dict[str, Any] | None, typ: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == typ:
+            return dict(c)
+    return {}
+
+
+def wait(what: str, check: Callable[[], Any], timeout: float = 120, interval: float = 0.25) -> Any:
+    """check()'s first truthy value; TimeoutError naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except ApiException as e:
+            last = e
+        time.sleep(interval)
+    raise TimeoutError(
+        f"{what}: not within {timeout:.0f} s" + (f" (last error: {last.reason})" if last else "")
+    )
