@@ -120,7 +120,10 @@ def _kwok_stages() -> str:
 class ControlPlane:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, on loopback."""
 
-    def __init__(self, workdir: Path, supervisor: Supervisor) -> None:
+    def __init__(self, workdir: Path, supervisor: Supervisor, host: str = "127.0.0.1") -> None:
+        # The API server's address: loopback, or the host side of the run's
+        # private network (network.Lab), which every process here can reach.
+        self.host = host
         self.dir = workdir
         self.sup = supervisor
         self.ca = CA("fgr-cluster-ca")
@@ -132,7 +135,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.host}:{self.apiserver_port}"
 
     def _client_cert(self, user: str, group: str | None = None) -> Credentials:
         cert, key = self.ca.leaf(user, organization=group)
@@ -180,6 +183,7 @@ class ControlPlane:
             serving,
             "kube-apiserver",
             sans=(
+                self.host,
                 "127.0.0.1",
                 "localhost",
                 "10.96.0.1",
@@ -207,8 +211,8 @@ class ControlPlane:
             [
                 str(toolchain.ensure(KUBERNETES, "kube-apiserver")),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={self.apiserver_port}",
                 f"--tls-cert-file={serving / 'tls.crt'}",
                 f"--tls-private-key-file={serving / 'tls.key'}",

@@ -24,6 +24,7 @@ from tests.pki import CA
 from tests.real import toolchain
 from tests.real.controlplane import ControlPlane
 from tests.real.kube import Kube, condition, wait
+from tests.real.network import Lab
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
@@ -33,7 +34,7 @@ FUNCTION = "function-gateway-readiness"
 CROSSPLANE_NS = "crossplane-system"
 PROVIDER_SA = "provider-kubernetes"
 # controller-runtime's default webhook port, which provider-kubernetes does not
-# let one change; nothing else here uses it.
+# let one change; it serves it in its own network namespace (network.Lab).
 PROVIDER_WEBHOOK_PORT = 9443
 
 
@@ -46,8 +47,9 @@ def _crds(folder: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 class CrossplaneStack:
-    def __init__(self, cp: ControlPlane, kube: Kube, sup: Supervisor, workdir: Path) -> None:
+    def __init__(self, cp: ControlPlane, kube: Kube, sup: Supervisor, workdir: Path, lab: Lab) -> None:
         self.cp = cp
+        self.lab = lab
         self.kube = kube
         self.sup = sup
         self.dir = workdir
@@ -72,7 +74,7 @@ class CrossplaneStack:
         conversion = crd["spec"].get("conversion") or {}
         if conversion.get("strategy") == "Webhook":
             conversion["webhook"]["clientConfig"] = {
-                "url": f"https://127.0.0.1:{PROVIDER_WEBHOOK_PORT}/convert",
+                "url": f"https://{self.lab.ip('provider-kubernetes')}:{PROVIDER_WEBHOOK_PORT}/convert",
                 "caBundle": base64.b64encode(self.ca.pem).decode(),
             }
         return crd
@@ -143,7 +145,9 @@ class CrossplaneStack:
     def _provider(self) -> None:
         # The provider's identity for what it applies and observes: the
         # service account the shipped RBAC binds, through a token.
-        self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "envoy-gateway-system"}})
+        self.kube.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "envoy-gateway-system"}}
+        )
         self.kube.apply_file(EXAMPLES / "install" / "rbac.yaml")
         self.kube.apply(
             {
@@ -203,7 +207,7 @@ class CrossplaneStack:
             }
         )
         webhook_certs = self.dir / "provider-webhook-tls"
-        self.ca.write_leaf(webhook_certs, "provider-kubernetes")
+        self.ca.write_leaf(webhook_certs, "provider-kubernetes", sans=(self.lab.ip("provider-kubernetes"),))
         # controller-runtime's webhook server reads tls.crt and tls.key.
         health = free_port()
         # The arguments the shipped DeploymentRuntimeConfig passes.
@@ -216,13 +220,15 @@ class CrossplaneStack:
         )
         self.sup.start(
             "provider-kubernetes",
-            [str(toolchain.ensure(PROVIDER_KUBERNETES, "provider-kubernetes")), *args, "--debug"],
+            self.lab.inside(
+                "provider-kubernetes",
+                [str(toolchain.ensure(PROVIDER_KUBERNETES, "provider-kubernetes")), *args, "--debug"],
+            ),
             env={
                 "KUBECONFIG": str(self.cp.kubeconfig),
                 "TLS_SERVER_CERTS_DIR": str(webhook_certs),
                 "HEALTH_PROBE_BIND_ADDRESS": f"127.0.0.1:{health}",
             },
-            ports=[health, PROVIDER_WEBHOOK_PORT],
         )
 
     def _apis(self) -> None:

@@ -28,7 +28,7 @@ class Kube:
     def _resource(self, api_version: str, kind: str) -> Any:
         try:
             return self.dyn.resources.get(api_version=api_version, kind=kind)
-        except Exception:  # noqa: BLE001 - a CRD created since discovery last ran
+        except Exception:  # a CRD created since discovery last ran
             self.dyn.resources.invalidate_cache()
             return self.dyn.resources.get(api_version=api_version, kind=kind)
 

@@ -1,0 +1,227 @@
+"""Envoy Gateway (Kubernetes provider) and Envoy AI Gateway's controller, run out of cluster.
+
+- Envoy Gateway reads its xDS certificates from the fixed path /certs, so it
+  runs in a mount namespace of its own where a folder of this run's
+  certificates is bound over /certs.
+- Envoy AI Gateway's controller exits at start unless its
+  MutatingWebhookConfiguration exists; the harness creates it pointing at the
+  controller's webhook server by URL, so the API server calls it for every
+  Envoy pod created and the ext-proc container is injected into the pod spec
+  for real.
+- Envoy Gateway runs in a network namespace of its own (network.Lab) and
+  calls Envoy AI Gateway's extension server, as upstream's
+  envoy-gateway-values.yaml configures it, at the host's address.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.pki import CA
+from tests.real import toolchain
+from tests.real.crossplane import module_dir
+from tests.real.kube import Kube, condition, wait
+from tests.real.network import Lab
+from tests.real.process import ConformanceError
+from tests.real.processes import Supervisor, port_open
+from tests.real.versions import ENVOY_AI_GATEWAY, ENVOY_GATEWAY
+
+EG_NS = "envoy-gateway-system"
+AIGW_NS = "envoy-ai-gateway-system"
+GATEWAY_CLASS = "envoy-ai-gateway"
+CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
+AIGW_WEBHOOK_PORT = 9443
+AIGW_EXTENSION_PORT = 1063
+# The image name the webhook injects; kwok runs no container, so any name serves.
+EXTPROC_IMAGE = "docker.io/envoyproxy/ai-gateway-extproc:v1.0.0"
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+def envoy_gateway_config(extension_host: str) -> dict[str, Any]:
+    """EnvoyGateway configuration: upstream's values for AI Gateway, extension server on our address."""
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "EnvoyGateway",
+        "gateway": {"controllerName": CONTROLLER_NAME},
+        "logging": {"level": {"default": "info"}},
+        "provider": {"type": "Kubernetes"},
+        "extensionApis": {"enableEnvoyPatchPolicy": True, "enableBackend": True},
+        "extensionManager": {
+            "hooks": {
+                "xdsTranslator": {
+                    "translation": {
+                        "listener": {"includeAll": True},
+                        "route": {"includeAll": True},
+                        "cluster": {"includeAll": True},
+                        "secret": {"includeAll": True},
+                    },
+                    "post": ["Translation", "Cluster", "Route"],
+                }
+            },
+            "service": {"fqdn": {"hostname": extension_host, "port": AIGW_EXTENSION_PORT}},
+        },
+    }
+
+
+class EnvoyStack:
+    def __init__(self, kube: Kube, sup: Supervisor, workdir: Path, kubeconfig: Path, lab: Lab) -> None:
+        self.kube = kube
+        self.sup = sup
+        self.dir = workdir
+        self.kubeconfig = kubeconfig
+        self.lab = lab
+        self.ca = CA("fgr-envoy-ca")
+
+    def start(self) -> None:
+        eg = (
+            module_dir(ENVOY_GATEWAY.module, ENVOY_GATEWAY.version)
+            / "charts"
+            / "gateway-helm"
+            / "charts"
+            / "crds"
+            / "crds"
+        )
+        aigw = (
+            module_dir(ENVOY_AI_GATEWAY.module, ENVOY_AI_GATEWAY.version)
+            / "manifests"
+            / "charts"
+            / "ai-gateway-crds-helm"
+            / "templates"
+        )
+        for crd in [
+            *_docs(eg / "gatewayapi-crds.yaml"),
+            *(d for f in sorted((eg / "generated").glob("*.yaml")) for d in _docs(f)),
+        ]:
+            self.kube.apply(crd)
+        for f in sorted(aigw.glob("*.yaml")):
+            for crd in _docs(f):
+                self.kube.apply(crd)
+        self.kube.wait_crds_established()
+        for ns in (EG_NS, AIGW_NS):
+            self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self._ai_gateway()
+        self._envoy_gateway()
+        self.kube.apply(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GatewayClass",
+                "metadata": {"name": GATEWAY_CLASS},
+                "spec": {"controllerName": CONTROLLER_NAME},
+            }
+        )
+        wait(
+            f"GatewayClass {GATEWAY_CLASS} Accepted",
+            lambda: (
+                condition(
+                    self.kube.get("gateway.networking.k8s.io/v1", "GatewayClass", GATEWAY_CLASS), "Accepted"
+                ).get("status")
+                == "True"
+            ),
+            timeout=90,
+        )
+
+    def _ai_gateway(self) -> None:
+        certs = self.dir / "aigw-tls"
+        self.ca.write_leaf(certs, "ai-gateway-controller")
+        self.kube.apply(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": f"envoy-ai-gateway-gateway-pod-mutator.{AIGW_NS}"},
+                "webhooks": [
+                    {
+                        "name": f"ai-gateway-controller.{AIGW_NS}.svc.cluster.local",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{AIGW_WEBHOOK_PORT}/mutate",
+                            "caBundle": base64.b64encode(self.ca.pem).decode(),
+                        },
+                        "rules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE"],
+                                "resources": ["pods"],
+                            }
+                        ],
+                        "objectSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "envoy-gateway"}},
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "timeoutSeconds": 10,
+                        "failurePolicy": "Fail",
+                    }
+                ],
+            }
+        )
+        proc = self.sup.start(
+            "envoy-ai-gateway-controller",
+            [
+                str(toolchain.ensure(ENVOY_AI_GATEWAY, "envoy-ai-gateway-controller")),
+                f"-envoyGatewayNamespace={EG_NS}",
+                f"-tlsCertDir={certs}",
+                "-enableLeaderElection=false",
+                f"-webhookPort={AIGW_WEBHOOK_PORT}",
+                f"-port=:{AIGW_EXTENSION_PORT}",
+                f"-extProcImage={EXTPROC_IMAGE}",
+            ],
+            env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": AIGW_NS},
+            ports=[AIGW_WEBHOOK_PORT, AIGW_EXTENSION_PORT, 8080],
+        )
+        self.sup.wait_until(
+            proc, "Envoy AI Gateway's webhook listening", lambda: port_open(AIGW_WEBHOOK_PORT), timeout=90
+        )
+
+    def _envoy_gateway(self) -> None:
+        if shutil.which("unshare") is None:
+            raise ConformanceError("no unshare (util-linux): Envoy Gateway needs a private /certs")
+        certs = self.dir / "eg-certs"
+        self.ca.write_leaf(
+            certs,
+            "envoy-gateway",
+            sans=("envoy-gateway", f"envoy-gateway.{EG_NS}", f"envoy-gateway.{EG_NS}.svc", "127.0.0.1"),
+        )
+        config = self.dir / "envoy-gateway.yaml"
+        config.write_text(yaml.safe_dump(envoy_gateway_config(self.lab.host_ip)))
+        # Envoy Gateway's xDS server reads /certs; a mount point must exist to bind over.
+        Path("/certs").mkdir(exist_ok=True)
+        proc = self.sup.start(
+            "envoy-gateway",
+            self.lab.inside(
+                "envoy-gateway",
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "sh",
+                    "-c",
+                    'mount --bind "$0" /certs && exec "$@"',
+                    str(certs),
+                    str(toolchain.ensure(ENVOY_GATEWAY, "envoy-gateway")),
+                    "server",
+                    f"--config-path={config}",
+                ],
+            ),
+            env={"KUBECONFIG": str(self.kubeconfig), "ENVOY_GATEWAY_NAMESPACE": EG_NS},
+        )
+        self.sup.wait_until(
+            proc,
+            "Envoy Gateway's xDS server listening",
+            lambda: _open(self.lab.ip("envoy-gateway"), 18000),
+            timeout=90,
+        )
+
+
+def _open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
