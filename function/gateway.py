@@ -265,6 +265,11 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"{where} does not exist; check spec.envoy.deploymentNaming, spec.envoy.deployMode "
             "and spec.envoy.envoyGatewayNamespace",
         )
+    if readiness.paused(observer):
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"the observer of {where} is paused (crossplane.io/paused): nothing observes the Deployment",
+        )
     manifest = readiness.observed_manifest(observer)
     if manifest is None:
         synced = readiness.condition(observer, "Synced")

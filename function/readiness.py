@@ -140,9 +140,20 @@ def target_gone(obj: Mapping[str, Any] | None) -> bool:
     )
 
 
+# crossplane-runtime's Synced reason while the crossplane.io/paused annotation
+# stops reconciliation: nothing is observed, every condition is as it was.
+_PAUSED = "ReconcilePaused"
+
+
+def paused(obj: Mapping[str, Any] | None) -> bool:
+    """True while reconciliation of obj is paused, so its conditions are not maintained."""
+    synced = condition(obj, "Synced")
+    return synced is not None and synced.get("reason") == _PAUSED
+
+
 def in_effect(obj: Mapping[str, Any] | None) -> bool:
-    """The Object's readiness query holds for a target that still exists."""
-    return condition_is_true(obj, "Ready") and not target_gone(obj)
+    """The Object's readiness query holds for a target that still exists, observed now."""
+    return condition_is_true(obj, "Ready") and not target_gone(obj) and not paused(obj)
 
 
 def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

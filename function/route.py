@@ -59,6 +59,8 @@ class GatewayView:
     ready: Mapping[str, Any] | None
     # Why attachment is None, in words.
     missing: str
+    # The InferenceGateway's reconciliation is paused: its conditions are stale.
+    paused: bool = False
 
 
 def _str(value: Any) -> str | None:
@@ -85,7 +87,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         listener=_str(readiness.get_path(status, "listener")),
         address=_str(readiness.get_path(status, "address")),
     )
-    return GatewayView(attachment, ready, "")
+    return GatewayView(attachment, ready, "", paused=readiness.paused(gw))
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,16 @@ def derive_verdict(
     if view.attachment is None:
         return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
     gateway_ready = view.ready
+    if view.paused:
+        # A paused InferenceGateway is not reconciled: its GatewayReady is the
+        # last one written, whatever has happened since.
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.GATEWAY_NOT_READY,
+            f"gateway {view.attachment.namespace}/{view.attachment.name} is paused (crossplane.io/paused): "
+            "its GatewayReady is not kept up to date",
+        )
     if gateway_ready is None or gateway_ready.get("status") != "True":
         reason = str((gateway_ready or {}).get("reason") or "Unknown")
         message = str((gateway_ready or {}).get("message") or "no GatewayReady condition yet")

@@ -281,6 +281,12 @@ def _target_gone(obj: dict[str, Any]) -> None:
     _set_synced(obj, "observe failed: external resource does not exist")
 
 
+def _paused(obj: dict[str, Any]) -> None:
+    for c in obj["status"]["conditions"]:
+        if c["type"] == "Synced":
+            c.update(status="False", reason="ReconcilePaused", message="Reconciliation is paused")
+
+
 def _forbidden_dry_run(obj: dict[str, Any]) -> None:
     _set_synced(
         obj,
@@ -438,6 +444,20 @@ COMPOSE_CASES = [
         GatewayReason.ROLLING_OUT,
         False,
         "1 terminating pods",
+    ),
+    ComposeCase(
+        "an anchor whose reconciliation is paused is not in effect: nothing keeps its Ready current "
+        "(found on the real stack: a paused anchor was deleted and still read Ready)",
+        with_resource("ready", ANCHOR, _paused),
+        GatewayReason.WAITING_FOR_ANCHOR,
+        False,
+    ),
+    ComposeCase(
+        "a paused observer observes nothing",
+        with_observer("ready", _paused),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "paused",
     ),
     ComposeCase(
         "a cluster that reports no terminatingReplicas (before Kubernetes 1.35) is judged on replicas",

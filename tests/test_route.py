@@ -577,3 +577,17 @@ def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() 
         parents = manifest["spec"].pop("parentRefs", [])
         assert all(p["namespace"] == gateway_ns for p in parents)
         assert set(_namespaces(manifest)) == {own}, name
+
+
+def test_a_paused_gateway_is_not_trusted_whatever_its_stale_gateway_ready_says() -> None:
+    """Crossplane keeps a paused XR's conditions as last written (Synced reason ReconcilePaused);
+    found on the real stack, where a paused gateway kept GatewayReady True through a rollout."""
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["conditions"].append(
+        {"type": "Synced", "status": "False", "reason": "ReconcilePaused", "message": "paused"}
+    )
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == RoutingReason.GATEWAY_NOT_READY
+    assert "paused" in got.message
+    assert set(desired(rsp)) == ALL_NAMES

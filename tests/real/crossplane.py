@@ -31,6 +31,12 @@ from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
 from tests.support import EXAMPLES, ROOT
 
 FUNCTION = "function-gateway-readiness"
+# Crossplane's XR watch circuit breaker (v2.2: a burst of 50 composed-resource
+# updates, then one per 2 s, else the XR is reconciled only every 30 s for 5
+# minutes) opens on an InferenceGateway: its observer Object changes with
+# every change of the Envoy Deployment. The README tells platform teams to
+# raise it; this run does as the README says.
+CROSSPLANE_ARGS = ("--circuit-breaker-burst=1000", "--circuit-breaker-refill-rate=20")
 CROSSPLANE_NS = "crossplane-system"
 PROVIDER_SA = "provider-kubernetes"
 # controller-runtime's default webhook port, which provider-kubernetes does not
@@ -98,7 +104,7 @@ class CrossplaneStack:
         ports = [free_port() for _ in range(3)]
         self.sup.start(
             "crossplane",
-            [str(toolchain.ensure(CROSSPLANE, "crossplane")), "core", "start", "--debug"],
+            [str(toolchain.ensure(CROSSPLANE, "crossplane")), "core", "start", "--debug", *CROSSPLANE_ARGS],
             env={
                 "KUBECONFIG": str(self.cp.kubeconfig),
                 "POD_NAMESPACE": CROSSPLANE_NS,

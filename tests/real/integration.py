@@ -303,6 +303,126 @@ def last_route_removed(env: Env, r: Report) -> None:
     r.notes.append(f"generation {generation} and ReplicaSets unchanged for 20 s")
 
 
+def _paused(env: Env, api: str, kind: str, name: str, ns: str, *, paused: bool) -> None:
+    obj = env.kube.get(api, kind, name, ns)
+    assert obj is not None, f"{kind} {ns}/{name} not found"
+    annotations = {"crossplane.io/paused": "true"} if paused else {"crossplane.io/paused": None}
+    env.kube.merge_patch(api, kind, name, ns, {"metadata": {"annotations": annotations}})
+
+
+def anchor_ablation(env: Env, r: Report) -> None:
+    """Take the anchor away (an ablation): the real controller rolls the Deployment to drop the
+    sidecar, and a ModelRoute added during that rollout never says RoutingReady while pods lack it."""
+    dep = env.deployment()
+    assert dep is not None
+    generation = dep["metadata"]["generation"]
+    anchor = next(n for n in env.objects(GATEWAY[0]) if "anchor" in n)
+    # Pausing the anchor's Object keeps the provider from re-creating it.
+    _paused(env, OBJECT_API, "Object", anchor, GATEWAY[0], paused=True)
+    target = next(iter(env.kube.list(AIGW_API, "AIGatewayRoute", GATEWAY[0])))
+    env.kube.delete(AIGW_API, "AIGatewayRoute", target["metadata"]["name"], GATEWAY[0])
+    wait(
+        "Envoy AI Gateway rolling the Deployment without the anchor",
+        lambda: (d := env.deployment()) is not None and d["metadata"]["generation"] > generation,
+        120,
+    )
+    r.notes.append(f"without the anchor the Deployment rolled (generation {generation} -> more)")
+    env.kube.apply(_route_doc_one_backend())
+    # Until the route is served by pods that all carry the sidecar, it must not say so.
+    deadline = time.monotonic() + CONVERGE_S
+    lying = 0
+    while time.monotonic() < deadline:
+        route = env.route()
+        if true(route, "RoutingReady"):
+            pods = env.live_pods()
+            if not (rolled_out(env.deployment()) and pods and all(has_extproc(p) for p in pods)):
+                lying += 1
+            break
+        time.sleep(0.25)
+    assert lying == 0, "RoutingReady True while pods lacked the ext-proc or the Deployment rolled"
+    # Put the anchor back: unpause; the provider recreates it.
+    _paused(env, OBJECT_API, "Object", anchor, GATEWAY[0], paused=False)
+    wait("the anchor back", lambda: env.kube.list(AIGW_API, "AIGatewayRoute", GATEWAY[0]), 120)
+    route = wait(
+        "RoutingReady=True", lambda: (rt := env.route()) and true(rt, "RoutingReady") and rt, CONVERGE_S
+    )
+    pods = env.live_pods()
+    assert all(has_extproc(p) for p in pods), "RoutingReady True with a pod lacking the ext-proc"
+    r.lags.append(
+        ts(condition(route, "RoutingReady")["lastTransitionTime"]) - max(pod_ready_at(p) for p in pods)
+    )
+
+
+def _route_doc_one_backend() -> dict[str, Any]:
+    doc = _route_doc()
+    doc["spec"]["backends"] = [b for b in doc["spec"]["backends"] if b["name"] != "hosted"]
+    return doc
+
+
+def route_before_gateway_ready(env: Env, r: Report) -> None:
+    """A ModelRoute whose gateway is not ready yet: everything composed, RoutingReady False
+    with GatewayNotReady, then True once the gateway is."""
+    gw = yaml.safe_load((EXAMPLES / "inference-gateway" / "xr.yaml").read_text())
+    gw["metadata"]["name"] = "inference-b"
+    gw["spec"]["envoy"] = {"serviceType": "ClusterIP"}
+    env.kube.apply(gw)
+    route = _route_doc_one_backend()
+    route["metadata"]["name"] = "mistral"
+    route["spec"]["model"] = "mistral-7b"
+    route["spec"]["gatewayRef"]["name"] = "inference-b"
+    env.kube.apply(route)
+    seen_not_ready = False
+    deadline = time.monotonic() + CONVERGE_S
+    while time.monotonic() < deadline:
+        rt = env.route(ROUTE[0], "mistral")
+        gb = env.xr("InferenceGateway", GATEWAY[0], "inference-b")
+        refs = ((rt or {}).get("spec") or {}).get("crossplane", {}).get("resourceRefs") or []
+        if true(rt, "RoutingReady"):
+            assert true(gb, "GatewayReady"), "RoutingReady True before its gateway's GatewayReady"
+            break
+        if condition(rt, "RoutingReady").get("reason") == "GatewayNotReady" and len(refs) == 3:
+            seen_not_ready = True
+        time.sleep(0.25)
+    else:
+        raise AssertionError(
+            f"RoutingReady never True: {condition(env.route(ROUTE[0], 'mistral'), 'RoutingReady')}"
+        )
+    assert seen_not_ready, "never saw the route composed with RoutingReady False, GatewayNotReady"
+    gateway_at = ts(condition(gb, "GatewayReady")["lastTransitionTime"])
+    r.lags.append(ts(condition(rt, "RoutingReady")["lastTransitionTime"]) - gateway_at)
+    r.notes.append("route composed (3 resources) while the gateway was not ready")
+
+
+def bad_input(env: Env, r: Report) -> None:
+    """Input the function refuses: one fatal result, the XR not Synced, nothing touched; then restored."""
+    composition = EXAMPLES / "configuration" / "inferencegateway-composition.yaml"
+    before = {n: o["metadata"]["resourceVersion"] for n, o in env.objects(GATEWAY[0]).items()}
+
+    def refuse(doc: dict[str, Any]) -> None:
+        doc["spec"]["pipeline"][0]["input"]["extProcMarkerAnnotation"] = ""
+        doc["spec"]["pipeline"][0]["input"]["anchor"] = {"headerName": "x-ai-eg-model"}
+
+    env.kube.apply_file(composition, refuse)
+    gw = wait(
+        "the gateway not Synced with the function's message",
+        lambda: (g := env.gateway()) and "anchor" in condition(g, "Synced").get("message", "") and g,
+        CONVERGE_S,
+    )
+    message = condition(gw, "Synced")["message"]
+    assert condition(gw, "Synced")["status"] == "False"
+    assert "input.anchor.headerName" in message, message
+    assert "Traceback" not in message, message
+    time.sleep(5)
+    after = {n: o["metadata"]["resourceVersion"] for n, o in env.objects(GATEWAY[0]).items() if n in before}
+    assert set(after) == set(before), "a composed resource went away on a fatal result"
+    env.kube.apply_file(
+        composition,
+        lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__("extProcMarkerAnnotation", ""),
+    )
+    wait("Synced again", lambda: true(env.gateway(), "Synced"), CONVERGE_S)
+    r.notes.append(f"fatal: {message[:80]}")
+
+
 SCENARIOS: list[Callable[[Env, Report], None]] = [
     new_gateway,
     model_route,
@@ -310,6 +430,9 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     deployment_not_found,
     remove_backend,
     last_route_removed,
+    anchor_ablation,
+    route_before_gateway_ready,
+    bad_input,
 ]
 
 

@@ -77,6 +77,17 @@ class Kube:
             if e.status != 404:
                 raise
 
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
+    ) -> None:
+        res = self._resource(api_version, kind)
+        res.patch(
+            body=patch,
+            name=name,
+            namespace=namespace if res.namespaced else None,
+            content_type="application/merge-patch+json",
+        )
+
     def patch_status(self, api_version: str, kind: str, name: str, status: dict[str, Any]) -> None:
         res = self._resource(api_version, kind)
         res.status.patch(
