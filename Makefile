@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -108,3 +108,11 @@ conformance: $(STAMP)
 # Both packages, built with the real CLI into _output/.
 packages: $(STAMP)
 	$(BIN)/python -m tests.real.packages _output
+
+# The function against real Crossplane, provider-kubernetes, Envoy Gateway and
+# Envoy AI Gateway on a real API server with kwok's fake nodes, all local
+# processes built from the Go module proxy (cached like the CLI). Needs root
+# (network and mount namespaces) and Go 1.26; ends with one `integration:` line.
+integration: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[e2e]'
+	$(BIN)/python -m tests.real.integration

@@ -583,9 +583,9 @@ def test_a_paused_gateway_is_not_trusted_whatever_its_stale_gateway_ready_says()
     """Crossplane keeps a paused XR's conditions as last written (Synced reason ReconcilePaused);
     found on the real stack, where a paused gateway kept GatewayReady True through a rollout."""
     gw = copy.deepcopy(READY_GW)
-    gw["status"]["conditions"].append(
+    gw["status"]["conditions"] = [c for c in gw["status"]["conditions"] if c["type"] != "Synced"] + [
         {"type": "Synced", "status": "False", "reason": "ReconcilePaused", "message": "paused"}
-    )
+    ]
     rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
     got = condition(rsp, "RoutingReady")
     assert got.reason == RoutingReason.GATEWAY_NOT_READY
