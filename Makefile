@@ -21,14 +21,23 @@ ENVOY_GATEWAY_VERSION := v1.8.1
 PROVIDER_KUBERNETES_REF := main
 CROSSPLANE_REF := main
 
+# A .venv made by another Python than the project's stays broken for every
+# later target: say so and make it anew.
+ifeq ($(shell [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && echo bad),bad)
+$(info !!! .venv was made with another Python than 3.11: recreating it with $(PYTHON))
+$(shell rm -rf $(VENV))
+endif
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# exec: the server itself receives the signal make forwards on `kill`, and
+# stops gracefully (in-flight requests finish) instead of being orphaned.
 run: $(STAMP)
-	ADDRESS=$(ADDRESS) $(BIN)/python -m function --insecure
+	exec env ADDRESS=$(ADDRESS) $(BIN)/python -m function --insecure
 
 SHELL_SCRIPTS := .ci/run e2e/run.sh
 
@@ -54,7 +63,7 @@ validate: $(STAMP)
 	$(BIN)/python -m tests.validate
 
 crd-check:
-	@if [ ! -d "$(CRD_DIR)" ]; then \
+	@if [ -z "$$(find "$(CRD_DIR)" -name '*.yaml' 2>/dev/null | head -1)" ]; then \
 	  echo "!!! SCHEMA VALIDATION WILL NOT RUN: no CRDs at '$(CRD_DIR)'."; \
 	  echo "!!! Set CRD_DIR, provide ../shared/crds, or run 'make crds' on a machine that is online."; \
 	fi
@@ -69,17 +78,20 @@ render-examples: $(STAMP)
 	UPDATE_EXPECTED=1 $(BIN)/python -m pytest -q tests/test_examples.py
 
 # Download the pinned upstream CRDs into .crds/ (needs network access to GitHub).
+# Downloaded into .crds.partial and moved into place only when every file came:
+# a failed download leaves no empty folders that look like CRDs.
 crds:
-	mkdir -p .crds/envoy-ai-gateway .crds/envoy-gateway .crds/gateway-api .crds/provider-kubernetes .crds/crossplane
+	rm -rf .crds.partial && mkdir -p .crds.partial/envoy-ai-gateway .crds.partial/envoy-gateway .crds.partial/gateway-api .crds.partial/provider-kubernetes .crds.partial/crossplane
 	for f in aigateway.envoyproxy.io_aigatewayroutes aigateway.envoyproxy.io_aiservicebackends aigateway.envoyproxy.io_backendsecuritypolicies; do \
-	  curl -fsSL -o .crds/envoy-ai-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/ai-gateway/$(ENVOY_AI_GATEWAY_VERSION)/manifests/charts/ai-gateway-crds-helm/templates/$$f.yaml; done
+	  curl -fsSL -o .crds.partial/envoy-ai-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/ai-gateway/$(ENVOY_AI_GATEWAY_VERSION)/manifests/charts/ai-gateway-crds-helm/templates/$$f.yaml || exit 1; done
 	for f in gateway.envoyproxy.io_backends gateway.envoyproxy.io_envoyproxies gateway.envoyproxy.io_backendtrafficpolicies gateway.envoyproxy.io_clienttrafficpolicies gateway.envoyproxy.io_securitypolicies; do \
-	  curl -fsSL -o .crds/envoy-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/crds/generated/$$f.yaml; done
-	curl -fsSL -o .crds/gateway-api/gatewayapi-crds.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/gatewayapi-crds.yaml
+	  curl -fsSL -o .crds.partial/envoy-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/crds/generated/$$f.yaml || exit 1; done
+	curl -fsSL -o .crds.partial/gateway-api/gatewayapi-crds.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/gatewayapi-crds.yaml
 	for f in kubernetes.m.crossplane.io_objects kubernetes.crossplane.io_objects kubernetes.m.crossplane.io_providerconfigs kubernetes.m.crossplane.io_clusterproviderconfigs; do \
-	  curl -fsSL -o .crds/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml; done
+	  curl -fsSL -o .crds.partial/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml || exit 1; done
 	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
-	  curl -fsSL -o .crds/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml; done
+	  curl -fsSL -o .crds.partial/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml || exit 1; done
+	rm -rf .crds && mv .crds.partial .crds
 
 # The control loop in a simulated cluster: scenarios x (real design, ablations).
 simulate: $(STAMP)

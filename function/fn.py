@@ -12,6 +12,7 @@ promises are kept here for both composers:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
@@ -78,20 +79,57 @@ def run(req: fnv1.RunFunctionRequest) -> Outcome:
         raise InvalidError(describe("spec", e)) from None
 
 
+def _xr_id(req: fnv1.RunFunctionRequest) -> str:
+    fields = req.observed.composite.resource.fields
+    kind = fields["kind"].string_value if "kind" in fields else ""
+    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
+    namespace = meta["namespace"].string_value if "namespace" in meta else ""
+    name = meta["name"].string_value if "name" in meta else ""
+    return f"{kind} {namespace}/{name}"
+
+
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The gRPC servicer Crossplane calls."""
 
-    def __init__(self, max_response_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self, max_response_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, *, log_requests: bool = False
+    ) -> None:
         self.log = logging.get_logger()
         self.max_response_bytes = max_response_bytes
+        # --debug: one line per request. The SDK's logging filters below info
+        # whatever its level, so these lines are written at info.
+        self.log_requests = log_requests
+
+    def _log(self, req: fnv1.RunFunctionRequest, outcome: Outcome, seconds: float) -> None:
+        """Condition transitions at info; with --debug, one structured line per request."""
+        verdict = outcome.verdict
+        condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
+        if outcome.results:
+            self.log.info(
+                "condition changed", xr=_xr_id(req), condition=condition, message=verdict and verdict.message
+            )
+        if not self.log_requests:
+            return
+        self.log.info(
+            "composed",
+            xr=_xr_id(req),
+            tag=req.meta.tag,
+            condition=condition,
+            resources=len(outcome.resources),
+            duration_ms=round(seconds * 1000, 2),
+        )
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext[Any, Any] | None
     ) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)
+        started = time.perf_counter()
         try:
-            write(run(req), rsp)
+            outcome = run(req)
+            write(outcome, rsp)
+            self._log(req, outcome, time.perf_counter() - started)
         except InvalidError as e:
+            self.log.info("refused", xr=_xr_id(req), reason=str(e))
             response.fatal(rsp, str(e))
         except Exception as e:  # one bad request must never take the server down
             self.log.exception("unexpected error composing", tag=req.meta.tag)

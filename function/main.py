@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from typing import Any
 
 import click
 from crossplane.function import cli as sdkcli
+from crossplane.function import logging
 
 from function import fn
 
 
-@click.command()
+@click.command(epilog="Render without a cluster: python -m function render --help")
 @sdkcli.standard_options
 def cli(**kwargs: Any) -> None:
-    """Serve function-gateway-readiness over gRPC for Crossplane."""
+    """Serve function-gateway-readiness over gRPC for Crossplane.
+
+    SIGTERM stops it gracefully: in-flight requests finish first.
+    """
     send_mb = kwargs["max_send_message_size"] or kwargs["max_recv_message_size"]
-    sdkcli.run(fn.FunctionRunner(max_response_bytes=send_mb * 1024 * 1024), **kwargs)
+    # Log lines reach a pipe (a container runtime, a CI log) as they happen.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    logging.configure(level=logging.Level.DEBUG if kwargs["debug"] else logging.Level.INFO)
+    # One line an operator can check at start: where, how, with which limits.
+    logging.get_logger().info(
+        "serving function-gateway-readiness",
+        address=kwargs["address"],
+        tls="insecure (plaintext)" if kwargs["insecure"] else f"mTLS from {kwargs['tls_certs_dir']}",
+        max_recv_mb=kwargs["max_recv_message_size"],
+        max_send_mb=send_mb,
+    )
+    runner = fn.FunctionRunner(max_response_bytes=send_mb * 1024 * 1024, log_requests=kwargs["debug"])
+    sdkcli.run(runner, **kwargs)
 
 
 if __name__ == "__main__":

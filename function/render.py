@@ -60,8 +60,26 @@ def load_documents(path: str | None) -> list[dict[str, Any]]:
         raise RenderError(f"no YAML files found in {path!r} (.yaml or .yml)")
     docs: list[dict[str, Any]] = []
     for f in files:
-        docs.extend(d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict))
+        try:
+            docs.extend(d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict))
+        except yaml.YAMLError as e:
+            where = getattr(e, "problem_mark", None)
+            line = f" (line {where.line + 1})" if where is not None else ""
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise RenderError(f"{f}: invalid YAML{line}: {problem}") from None
+        except OSError as e:
+            raise RenderError(f"{f}: {e.strerror or e}") from None
     return docs
+
+
+def load_one(path: str, what: str) -> dict[str, Any]:
+    """The single object a file holds (the XR, the Composition)."""
+    if Path(path).is_dir():
+        raise RenderError(f"{path}: is a folder; give the {what}'s YAML file")
+    docs = load_documents(path)
+    if not docs:
+        raise RenderError(f"{path}: holds no YAML object; want the {what}")
+    return docs[0]
 
 
 def find_step(composition: Mapping[str, Any], function_name: str) -> Mapping[str, Any]:
@@ -306,12 +324,12 @@ def cli(  # noqa: PLR0917 - click passes options as arguments
 ) -> None:
     """Render XR with COMPOSITION through this function over gRPC."""
     try:
-        xr = load_documents(xr_path)[0]
-        composition = load_documents(composition_path)[0]
+        xr = load_one(xr_path, "XR")
+        composition = load_one(composition_path, "Composition")
         observed = load_documents(observed_resources)
         rsp, step = render(xr, composition, observed, load_documents(required_resources), function_name)
         sys.stdout.write(
             dump(output_documents(xr, rsp, step, include_results=include_function_results, observed=observed))
         )
-    except (RenderError, OSError, IndexError, yaml.YAMLError) as e:
+    except RenderError as e:
         raise click.ClickException(str(e)) from None
