@@ -20,7 +20,7 @@ from typing import Any
 import click
 import grpc
 import yaml
-from crossplane.function import resource
+from crossplane.function import logging, resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
@@ -323,6 +323,8 @@ def cli(  # noqa: PLR0917 - click passes options as arguments
     function_name: str,
 ) -> None:
     """Render XR with COMPOSITION through this function over gRPC."""
+    # stdout is the rendered YAML stream: the server's log lines stay out of it.
+    logging.configure(level=logging.Level.DISABLED)
     try:
         xr = load_one(xr_path, "XR")
         composition = load_one(composition_path, "Composition")
