@@ -276,3 +276,14 @@ def test_earlier_steps_keep_their_xr_status_fields() -> None:
     status = rsp.desired.composite.resource["status"]
     assert status["fromEarlierStep"] == "kept"
     assert status["gateway"]["name"] == "inference"
+
+
+def test_an_unexpected_error_is_exactly_its_type_and_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kills a message that appends anything (a traceback line, a file path) to the error."""
+
+    def explode(*_: Any) -> None:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(gateway, "compose", explode)
+    rsp = run(make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED))
+    assert [r.message for r in rsp.results] == ["internal error: ValueError: boom"]

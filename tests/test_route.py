@@ -591,3 +591,23 @@ def test_a_paused_gateway_is_not_trusted_whatever_its_stale_gateway_ready_says()
     assert got.reason == RoutingReason.GATEWAY_NOT_READY
     assert "paused" in got.message
     assert set(desired(rsp)) == ALL_NAMES
+
+
+def test_a_gateway_without_any_gateway_ready_condition_is_not_ready() -> None:
+    """status.gateway published, but no GatewayReady at all: nothing says the gateway serves."""
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["conditions"] = [c for c in gw["status"]["conditions"] if c["type"] != "GatewayReady"]
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    got = condition(rsp, "RoutingReady")
+    assert got.status == fnv1.STATUS_CONDITION_FALSE
+    assert got.reason == RoutingReason.GATEWAY_NOT_READY
+    assert "no GatewayReady condition yet" in got.message
+
+
+def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
+    xr = copy.deepcopy(XR)
+    del xr["spec"]["gatewayRef"]["namespace"]
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, NOT_FETCHED))
+    selector = rsp.requirements.resources[GATEWAY_REQUIREMENT]
+    assert selector.namespace == xr["metadata"]["namespace"]
+    assert selector.match_name == xr["spec"]["gatewayRef"]["name"]

@@ -7,6 +7,7 @@ CRD_DIR and fails if it is missing, so CI never skips them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +19,9 @@ from tests.k8s_schema import Registry, crd_dir, validate_object
 from tests.known_bad import KNOWN_BAD, Bad, errors_for
 
 CRDS = crd_dir()
+# In CI (CI=true) a missing ../shared fails the run instead of skipping.
 pytestmark = pytest.mark.skipif(
-    CRDS is None,
+    CRDS is None and not os.environ.get("CI"),
     reason="SCHEMA VALIDATION DID NOT RUN: no CRDs (set CRD_DIR, provide ../shared/crds, or `make crds`)",
 )
 
