@@ -35,8 +35,13 @@ ROUTE_INPUT = {
 }
 
 
+def yaml_docs(text: str) -> list[dict[str, Any]]:
+    """The objects of a YAML stream; empty documents are left out."""
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+
 def load_yaml(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return yaml_docs(path.read_text())
 
 
 def by_resource_name(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -35,7 +35,7 @@ import yaml
 from tests.real import packages, toolchain
 from tests.real.process import ConformanceError, isolated, run
 from tests.real.versions import CROSSPLANE
-from tests.support import EXAMPLES, ROOT, served_function
+from tests.support import EXAMPLES, ROOT, served_function, yaml_docs
 from tests.test_examples import EXAMPLE_LIST, Example
 
 CRD_DIR = Path(os.environ.get("CRD_DIR") or ROOT.parent / "shared" / "crds")
@@ -50,10 +50,6 @@ INPUT_CRD_DIR = ROOT / "package" / "input"
 # observe), and package metadata is checked by `xpkg build` itself.
 NO_SCHEMA_KINDS = {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment"}
 DEVELOPMENT_TARGET = "render.crossplane.io/runtime-development-target"
-
-
-def _docs(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
 
 
 # --- 1. render -------------------------------------------------------------------------
@@ -80,11 +76,11 @@ def real_render(
         cmd += ["--observed-resources", str(EXAMPLES / example.observed)]
     if example.required:
         cmd += ["--required-resources", str(EXAMPLES / example.required)]
-    return _docs(run(cmd))
+    return yaml_docs(run(cmd))
 
 
 def our_render(example: Example) -> list[dict[str, Any]]:
-    return _docs(run(example.command()))
+    return yaml_docs(run(example.command()))
 
 
 def differences(real: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[str]:
@@ -143,7 +139,7 @@ def shipped_manifests() -> list[dict[str, Any]]:
     ]
     docs: list[dict[str, Any]] = []
     for f in files:
-        docs += _docs(f.read_text())
+        docs += yaml_docs(f.read_text())
     return [d for d in docs if d.get("kind") not in NO_SCHEMA_KINDS]
 
 

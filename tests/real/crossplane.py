@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -28,7 +29,7 @@ from tests.real.network import Lab
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
-from tests.support import EXAMPLES, ROOT
+from tests.support import EXAMPLES, ROOT, load_yaml
 
 FUNCTION = "function-gateway-readiness"
 # Crossplane's XR watch circuit breaker (v2.2: a burst of 50 composed-resource
@@ -48,8 +49,8 @@ def module_dir(module: str, version: str) -> Path:
     return Path(run(["go", "env", "GOMODCACHE"]).strip()) / f"{module}@{version}"
 
 
-def _crds(folder: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [d for f in sorted(folder.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+def _crds(folder: Path) -> list[dict[str, Any]]:
+    return [d for f in sorted(folder.glob("*.yaml")) for d in load_yaml(f)]
 
 
 class CrossplaneStack:

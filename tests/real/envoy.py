@@ -31,6 +31,7 @@ from tests.real.network import Lab
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor, port_open
 from tests.real.versions import ENVOY_AI_GATEWAY, ENVOY_GATEWAY
+from tests.support import load_yaml
 
 EG_NS = "envoy-gateway-system"
 AIGW_NS = "envoy-ai-gateway-system"
@@ -40,10 +41,6 @@ AIGW_WEBHOOK_PORT = 9443
 AIGW_EXTENSION_PORT = 1063
 # The image name the webhook injects; kwok runs no container, so any name serves.
 EXTPROC_IMAGE = "docker.io/envoyproxy/ai-gateway-extproc:v1.0.0"
-
-
-def _docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
 
 
 def envoy_gateway_config(extension_host: str) -> dict[str, Any]:
@@ -98,12 +95,12 @@ class EnvoyStack:
             / "templates"
         )
         for crd in [
-            *_docs(eg / "gatewayapi-crds.yaml"),
-            *(d for f in sorted((eg / "generated").glob("*.yaml")) for d in _docs(f)),
+            *load_yaml(eg / "gatewayapi-crds.yaml"),
+            *(d for f in sorted((eg / "generated").glob("*.yaml")) for d in load_yaml(f)),
         ]:
             self.kube.apply(crd)
         for f in sorted(aigw.glob("*.yaml")):
-            for crd in _docs(f):
+            for crd in load_yaml(f):
                 self.kube.apply(crd)
         self.kube.wait_crds_established()
         for ns in (EG_NS, AIGW_NS):

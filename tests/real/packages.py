@@ -15,24 +15,17 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from tests.real import toolchain
 from tests.real.process import run
 from tests.real.versions import CROSSPLANE
-from tests.support import EXAMPLES, ROOT
+from tests.support import EXAMPLES, ROOT, yaml_docs
 
 CONFIGURATION = EXAMPLES / "configuration"
 FUNCTION_PACKAGE = "function-gateway-readiness.xpkg"
 CONFIGURATION_PACKAGE = "configuration-inference-gateways.xpkg"
 # The example XRs a Configuration carries.
 CONFIGURATION_EXAMPLES = [EXAMPLES / "inference-gateway" / "xr.yaml", EXAMPLES / "model-route" / "xr.yaml"]
-
-
-def _docs(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
 
 
 def _layers(xpkg: Path) -> dict[str, bytes]:
@@ -50,7 +43,7 @@ def _layers(xpkg: Path) -> dict[str, bytes]:
 
 
 def _kinds(text: bytes) -> list[tuple[str, str]]:
-    return sorted((d["kind"], d["metadata"]["name"]) for d in _docs(text.decode()))
+    return sorted((d["kind"], d["metadata"]["name"]) for d in yaml_docs(text.decode()))
 
 
 def _xpkg_build(crank: Path, root: Path, examples: Path, out: Path) -> None:
@@ -77,7 +70,7 @@ def want_configuration() -> list[tuple[str, str]]:
             (d["kind"], d["metadata"]["name"])
             for f in sorted(CONFIGURATION.glob("*.yaml"))
             if f.name != "crossplane.yaml"
-            for d in _docs(f.read_text())
+            for d in yaml_docs(f.read_text())
         ]
     )
 
@@ -111,7 +104,7 @@ def build(crank: Path, outdir: Path) -> dict[str, list[str]]:
             problems[CONFIGURATION_PACKAGE].append(
                 f"the Configuration holds {got}, want {want_configuration()}"
             )
-        examples = sorted(d["kind"] for d in _docs(files.get(".up/examples.yaml", b"").decode()))
+        examples = sorted(d["kind"] for d in yaml_docs(files.get(".up/examples.yaml", b"").decode()))
         if examples != ["InferenceGateway", "ModelRoute"]:
             problems[CONFIGURATION_PACKAGE].append(f"the Configuration's examples are {examples}")
     return problems
