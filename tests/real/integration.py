@@ -36,15 +36,7 @@ from tests.real.envoy import EG_NS, EnvoyStack
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.processes import Supervisor
-from tests.real.versions import (
-    CROSSPLANE,
-    ENVOY_AI_GATEWAY,
-    ENVOY_GATEWAY,
-    ETCD,
-    KUBERNETES,
-    KWOK,
-    PROVIDER_KUBERNETES,
-)
+from tests.real import versions
 from tests.support import EXAMPLES
 
 XR_API = "ai.example.org/v1alpha1"
@@ -482,9 +474,11 @@ def environment(workdir: Path) -> Iterator[Env]:
 
 
 def versions_line() -> str:
+    v = versions
     return (
-        f"Kubernetes {KUBERNETES.version}, Crossplane {CROSSPLANE.version}, provider-kubernetes "
-        f"{PROVIDER_KUBERNETES.version}, Envoy Gateway {ENVOY_GATEWAY.version}, Envoy AI Gateway {ENVOY_AI_GATEWAY.version}"
+        f"Kubernetes {v.KUBERNETES.version}, Crossplane {v.CROSSPLANE.version}, provider-kubernetes "
+        f"{v.PROVIDER_KUBERNETES.version}, Envoy Gateway {v.ENVOY_GATEWAY.version}, "
+        f"Envoy AI Gateway {v.ENVOY_AI_GATEWAY.version}"
     )
 
 
