@@ -29,14 +29,13 @@ from typing import Any
 
 import yaml
 
-from tests.real import toolchain
+from tests.real import toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
 from tests.real.crossplane import CrossplaneStack
 from tests.real.envoy import EG_NS, EnvoyStack
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.processes import Supervisor
-from tests.real import versions
 from tests.support import EXAMPLES
 
 XR_API = "ai.example.org/v1alpha1"
