@@ -487,15 +487,7 @@ def main() -> int:
         print(f"integration: NOT RUN: {why}", file=sys.stderr)
         return 1
     try:
-        for component in (
-            ETCD,
-            KUBERNETES,
-            KWOK,
-            CROSSPLANE,
-            PROVIDER_KUBERNETES,
-            ENVOY_GATEWAY,
-            ENVOY_AI_GATEWAY,
-        ):
+        for component in toolchain.COMPONENTS.values():
             for binary in component.binaries:
                 toolchain.ensure(component, binary)
     except toolchain.ToolchainError as e:
