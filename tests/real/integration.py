@@ -382,6 +382,7 @@ def route_before_gateway_ready(env: Env, r: Report) -> None:
     route["spec"]["gatewayRef"]["name"] = "inference-b"
     env.kube.apply(route)
     composed_while_not_ready = 0
+    reasons: set[str] = set()
     deadline = time.monotonic() + CONVERGE_S
     while time.monotonic() < deadline:
         rt = env.route(ROUTE[0], "mistral")
@@ -389,6 +390,7 @@ def route_before_gateway_ready(env: Env, r: Report) -> None:
         if true(rt, "RoutingReady"):
             assert true(gb, "GatewayReady"), "RoutingReady True before its gateway's GatewayReady"
             break
+        reasons.add(str(condition(rt, "RoutingReady").get("reason")))
         if not true(gb, "GatewayReady"):
             composed_while_not_ready = max(
                 composed_while_not_ready, sum("mistral" in n for n in env.objects(ROUTE[0]))
