@@ -102,6 +102,8 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
 
     def _log(self, req: fnv1.RunFunctionRequest, outcome: Outcome, seconds: float) -> None:
         """Condition transitions at info; with --debug, one structured line per request."""
+        if not (outcome.results or self.log_requests):
+            return  # the steady state: nothing to log, nothing to format
         verdict = outcome.verdict
         condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
         if outcome.results:

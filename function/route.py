@@ -203,10 +203,7 @@ def security_policy_auth(backend: Backend) -> dict[str, Any] | None:
     }
 
 
-def build_security_policy(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
-    auth = security_policy_auth(backend)
-    if auth is None:
-        raise ValueError(f"backend {backend.name} takes no credentials")
+def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any]) -> dict[str, Any]:
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway,
         "BackendSecurityPolicy",
@@ -272,9 +269,10 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
             plan.object_name("service-backend", b.name), build_service_backend(plan, b)
         )
-        if security_policy_auth(b) is not None:
+        auth = security_policy_auth(b)
+        if auth is not None:
             objects[SECURITY_POLICY_PREFIX + b.name] = obj(
-                plan.object_name("security-policy", b.name), build_security_policy(plan, b)
+                plan.object_name("security-policy", b.name), build_security_policy(plan, b, auth)
             )
     return objects
 

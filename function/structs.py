@@ -45,9 +45,10 @@ class StructView(Mapping[str, Any]):
     Nested objects are views too; lists are converted when read.
     """
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_fields", "_struct")
 
     def __init__(self, s: struct_pb2.Struct) -> None:
+        self._struct = s
         self._fields = s.fields
 
     def __getitem__(self, key: str) -> Any:
@@ -106,3 +107,18 @@ def fill(s: struct_pb2.Struct, d: dict[str, Any]) -> None:
     _encoded[key] = s.SerializeToString(deterministic=True)
     if len(_encoded) > _CACHE_SIZE:
         _encoded.popitem(last=False)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """One encoding of a JSON object whatever form it arrives in, for digests.
+
+    A view's Struct is serialised in C with map keys sorted; a plain dict is
+    made into a Struct first, so both forms of the same object give the same
+    bytes (every number a double, as in any Struct).
+    """
+    if isinstance(value, StructView):
+        return value._struct.SerializeToString(deterministic=True)
+    s = struct_pb2.Struct()
+    if isinstance(value, Mapping):
+        s.update(plain(value))
+    return s.SerializeToString(deterministic=True)

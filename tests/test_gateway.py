@@ -570,16 +570,16 @@ def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
 @pytest.mark.parametrize(
     ("xr", "state", "want"),
     [
-        pytest.param(XR, "ready", "6d3ad984d3d93e78", id="a ready gateway settles on its template"),
+        pytest.param(XR, "ready", "095339c1c74968d3", id="a ready gateway settles on its template"),
         pytest.param(
             XR_SETTLED,
             "old-pods-terminating",
-            "6d3ad984d3d93e78",
+            "095339c1c74968d3",
             id="a rollout in progress keeps the template settled before",
         ),
         pytest.param(XR, "rolling-out", None, id="a gateway never ready has no settled template"),
         pytest.param(
-            XR_SETTLED, "deployment-gone", "6d3ad984d3d93e78", id="a vanished Deployment keeps the last one"
+            XR_SETTLED, "deployment-gone", "095339c1c74968d3", id="a vanished Deployment keeps the last one"
         ),
     ],
 )

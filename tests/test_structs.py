@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from function import structs
+from function.readiness import template_id
+from function.structs import StructView
 
 json_like = st.recursive(
     st.none()
@@ -41,3 +43,16 @@ def test_fill_replaces_what_the_struct_held() -> None:
     s = resource.dict_to_struct({"old": 1})
     structs.fill(s, {"new": 2})
     assert structs.to_dict(s) == {"new": 2.0}
+
+
+def test_a_template_digest_is_the_same_from_a_view_and_from_plain_data() -> None:
+    """settledTemplate is written from views at serving time and compared in tests with plain data."""
+    template = {
+        "metadata": {"annotations": {"a": "1"}},
+        "spec": {"containers": [{"name": "envoy", "ports": [80]}]},
+    }
+    s = struct_pb2.Struct()
+    s.update(template)
+    assert template_id(StructView(s)) == template_id(template)
+    changed = {**template, "metadata": {"annotations": {"a": "2"}}}
+    assert template_id(changed) != template_id(template)
