@@ -31,7 +31,17 @@ def wrap(
     cel_query: str | None = None,
     observe_only: bool = False,
 ) -> dict[str, Any]:
-    """An Object managing (or, observe-only, watching) one manifest."""
+    """An Object managing (or, observe-only, observing) one manifest.
+
+    An Object whose readiness is derived from its target (a CEL query) is
+    watched: its status feeds a condition, and without a watch the provider
+    re-reads a Ready Object only every --poll (10 minutes by default), so a
+    route that stops being Accepted would stay RoutingReady for that long.
+    With --enable-watches the provider re-reads it on every change of the
+    target instead (one cluster-wide informer per kind and ProviderConfig).
+    Objects with SuccessfulCreate readiness feed no condition and are not
+    watched: a watch there would only cost an informer.
+    """
     spec: dict[str, Any] = {
         "forProvider": {"manifest": manifest},
         "providerConfigRef": {"kind": provider_config.kind, "name": provider_config.name},
@@ -40,13 +50,11 @@ def wrap(
         spec["readiness"] = {"policy": Policy.SUCCESSFUL_CREATE.value}
     else:
         spec["readiness"] = {"policy": Policy.CEL.value, "celQuery": cel_query}
-    if observe_only:
-        # Observe never creates, updates or deletes the target: the Envoy
-        # Deployment belongs to Envoy Gateway. Watching makes the provider
-        # re-read it on every change instead of every poll interval (honoured
-        # when provider-kubernetes runs with --enable-watches).
-        spec["managementPolicies"] = ["Observe"]
         spec["watch"] = True
+    if observe_only:
+        # Observe never creates, updates or deletes the target: it belongs to
+        # someone else (Envoy Gateway's Deployment, the InferenceGateway).
+        spec["managementPolicies"] = ["Observe"]
     return {
         "apiVersion": OBJECT_API_VERSION,
         "kind": "Object",

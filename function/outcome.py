@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from crossplane.function import resource, response
@@ -16,6 +17,17 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import structs
 from function.conditions import Verdict
+
+# How soon Crossplane calls again when nothing it watches changes (it takes
+# the smallest TTL of the pipeline). Every change that feeds a condition
+# arrives as a watch event (watched Objects, realtime compositions), so the
+# TTL is only the fallback for a provider running without --enable-watches.
+# A reconcile of a ModelRoute is two calls (the second carries the required
+# InferenceGateway), so a settled XR's 2 minutes keep the steady-state cost at
+# one call per minute; an XR still waiting is called again after 15 s, which
+# bounds how late it turns True when no watch event comes.
+SETTLED_TTL = timedelta(minutes=2)
+WAITING_TTL = timedelta(seconds=15)
 
 _SEVERITY = {
     "Normal": fnv1.SEVERITY_NORMAL,
@@ -103,6 +115,7 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         # The XR's Ready follows this condition, whatever the composed
         # resources' own readiness says.
         rsp.desired.composite.ready = fnv1.READY_TRUE if verdict.ready else fnv1.READY_FALSE
+        rsp.meta.ttl.FromTimedelta(SETTLED_TTL if verdict.ready else WAITING_TTL)
     for severity, reason, message in outcome.results:
         rsp.results.append(fnv1.Result(severity=_SEVERITY[severity], reason=reason, message=message))
     for key in sorted(outcome.requirements):

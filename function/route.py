@@ -7,6 +7,16 @@ model offline. The anchor route makes a model route created during a rollout
 harmless (the sidecar is never removed), so routes are always composed, and
 only the RoutingReady condition follows GatewayReady.
 
+RoutingReady must follow GatewayReady within seconds, both ways. Crossplane
+fetches the InferenceGateway as a required resource on every call but does
+not watch it, so on its own a route would learn of its gateway's change only
+at its next TTL-driven call (60 s). The route therefore also composes an
+observe-only, watched Object of its InferenceGateway: provider-kubernetes
+re-reads it on every change of the gateway, the Object's status changes, and
+Crossplane (realtime compositions) calls the function for the route at once.
+The verdict still reads the required resource, which Crossplane fetched for
+this very call; the observer exists to wake the route up.
+
 The one input a route cannot do without is where to attach: the Gateway's
 name, namespace and listener, which the InferenceGateway publishes in its
 status. If that cannot be read, a route composed before is emitted again
@@ -32,6 +42,7 @@ GATEWAY_REQUIREMENT = "inference-gateway"
 # composition-resource-names. Per-backend names carry the backend's name, so a
 # backend taken out of the spec is recognisable among the observed resources.
 ROUTE = "route"
+GATEWAY_OBSERVER = "gateway-observer"
 BACKEND_PREFIX = "backend-"
 SERVICE_BACKEND_PREFIX = "service-backend-"
 SECURITY_POLICY_PREFIX = "security-policy-"
@@ -61,6 +72,8 @@ class GatewayView:
     missing: str
     # The InferenceGateway's reconciliation is paused: its conditions are stale.
     paused: bool = False
+    # The InferenceGateway is being deleted: it will not serve, whatever it says.
+    deleting: bool = False
 
 
 def _str(value: Any) -> str | None:
@@ -87,7 +100,8 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         listener=_str(readiness.get_path(status, "listener")),
         address=_str(readiness.get_path(status, "address")),
     )
-    return GatewayView(attachment, ready, "", paused=readiness.paused(gw))
+    deleting = readiness.get_path(gw, "metadata", "deletionTimestamp") is not None
+    return GatewayView(attachment, ready, "", paused=readiness.paused(gw), deleting=deleting)
 
 
 @dataclass(frozen=True)
@@ -249,6 +263,23 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     return manifest
 
 
+def build_gateway_observer(plan: RoutePlan, ref: Requirement) -> dict[str, Any]:
+    """The observe-only, watched Object on the InferenceGateway: the route's wake-up call.
+
+    Ready while the gateway's GatewayReady is True, so the route XR's own
+    Ready follows its gateway too. Composed from the gatewayRef alone, so it
+    exists from the first call, before the gateway can be read at all.
+    """
+    return wrap(
+        name=plan.object_name("gateway-observer"),
+        namespace=plan.xr_namespace,
+        manifest=target_ref(ref.api_version, ref.kind, ref.name, ref.namespace),
+        provider_config=plan.spec.provider_config_ref,
+        cel_query=readiness.condition_true_query(GATEWAY_READY),
+        observe_only=True,
+    )
+
+
 def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str, Any]]:
     """Every composed resource of the route, keyed by composition-resource-name."""
     provider = plan.spec.provider_config_ref
@@ -295,7 +326,7 @@ def removed_by_spec(name: str, desired: Mapping[str, Any]) -> bool:
 _ready = readiness.in_effect
 
 
-def derive_verdict(
+def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     plan: RoutePlan,
     view: GatewayView,
     composed: Mapping[str, Any],
@@ -305,6 +336,10 @@ def derive_verdict(
     if view.attachment is None:
         return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
     gateway_ready = view.ready
+    where = f"gateway {view.attachment.namespace}/{view.attachment.name}"
+    if view.deleting:
+        # Its Envoy goes with it; GatewayReady may not have caught up yet.
+        return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_READY, f"{where} is being deleted")
     if view.paused:
         # A paused InferenceGateway is not reconciled: its GatewayReady is the
         # last one written, whatever has happened since.
@@ -312,8 +347,7 @@ def derive_verdict(
             ROUTING_READY,
             False,
             RoutingReason.GATEWAY_NOT_READY,
-            f"gateway {view.attachment.namespace}/{view.attachment.name} is paused (crossplane.io/paused): "
-            "its GatewayReady is not kept up to date",
+            f"{where} is paused (crossplane.io/paused): its GatewayReady is not kept up to date",
         )
     if gateway_ready is None or gateway_ready.get("status") != "True":
         reason = str((gateway_ready or {}).get("reason") or "Unknown")
@@ -322,7 +356,7 @@ def derive_verdict(
             ROUTING_READY,
             False,
             RoutingReason.GATEWAY_NOT_READY,
-            f"gateway {view.attachment.namespace}/{view.attachment.name} is not ready: {reason}: {message}",
+            f"{where} is not ready: {reason}: {message}",
         )
     if not _ready(observed.get(ROUTE)):
         return Verdict(
@@ -331,7 +365,11 @@ def derive_verdict(
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
         )
-    waiting = sorted(name for name in composed if name != ROUTE and not _ready(observed.get(name)))
+    # The gateway observer's readiness is the gateway's, judged above from the
+    # required resource Crossplane fetched for this call.
+    waiting = sorted(
+        name for name in composed if name not in (ROUTE, GATEWAY_OBSERVER) and not _ready(observed.get(name))
+    )
     if waiting:
         return Verdict(
             ROUTING_READY,
@@ -343,7 +381,7 @@ def derive_verdict(
         ROUTING_READY,
         True,
         RoutingReason.AVAILABLE,
-        f"model {plan.model} is served through gateway {view.attachment.namespace}/{view.attachment.name}",
+        f"model {plan.model} is served through {where}",
     )
 
 
@@ -373,10 +411,10 @@ def compose(
     outcome = Outcome(requirements={GATEWAY_REQUIREMENT: ref})
     view = read_gateway(required, ref)
 
-    composed: dict[str, Any] = {}
+    composed: dict[str, Any] = {GATEWAY_OBSERVER: build_gateway_observer(plan, ref)}
     if view.attachment is not None:
-        composed = build_objects(plan, view.attachment)
-        outcome.resources = dict(composed)
+        composed |= build_objects(plan, view.attachment)
+    outcome.resources = dict(composed)
     if view.attachment is None:
         # Where to attach is unknown: everything composed before stays as it was.
         keep_observed(outcome, observed)

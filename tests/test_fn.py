@@ -287,3 +287,39 @@ def test_an_unexpected_error_is_exactly_its_type_and_first_line(monkeypatch: pyt
     monkeypatch.setattr(gateway, "compose", explode)
     rsp = run(make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED))
     assert [r.message for r in rsp.results] == ["internal error: ValueError: boom"]
+
+
+# --- when Crossplane calls again ------------------------------------------------------------
+
+ROUTE_READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
+ROUTE_COMPOSED = by_resource_name(
+    load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml")
+)
+TTL_CASES = [
+    pytest.param(
+        make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED),
+        120,
+        id="a ready gateway is called again in 2 minutes",
+    ),
+    pytest.param(
+        make_request(GW_XR, GATEWAY_INPUT, {}), 15, id="a gateway still waiting is called again in 15 s"
+    ),
+    pytest.param(
+        make_request(ROUTE_XR, ROUTE_INPUT, ROUTE_COMPOSED, {"inference-gateway": [ROUTE_READY_GW]}),
+        120,
+        id="a ready route is called again in 2 minutes",
+    ),
+    pytest.param(
+        make_request(ROUTE_XR, ROUTE_INPUT, {}, {"inference-gateway": [ROUTE_READY_GW]}),
+        15,
+        id="a route still waiting is called again in 15 s",
+    ),
+]
+
+
+@pytest.mark.parametrize(("req", "seconds"), TTL_CASES)
+def test_the_response_ttl_is_short_only_while_waiting(req: fnv1.RunFunctionRequest, seconds: int) -> None:
+    """Watch events drive every change; the TTL is the fallback without --enable-watches, and a
+    settled ModelRoute (two calls a reconcile) then costs one call per minute."""
+    rsp = run(req)
+    assert rsp.meta.ttl.ToSeconds() == seconds

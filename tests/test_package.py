@@ -101,8 +101,8 @@ def test_provider_kubernetes_runs_with_watches() -> None:
     assert docs["Provider"]["spec"]["runtimeConfigRef"]["name"] == runtime["metadata"]["name"]
 
 
-def _emitted_targets() -> set[tuple[str, str]]:
-    """(API group, kind) of every manifest the function's Objects carry."""
+def _emitted_targets() -> set[tuple[str, str, str, bool]]:
+    """(API group, kind, namespace, observe-only) of every manifest the function's Objects carry."""
     targets = set()
     requests = [
         make_request(c.xr, test_gateway.GATEWAY_INPUT, c.observed) for c in test_gateway.COMPOSE_CASES
@@ -114,7 +114,9 @@ def _emitted_targets() -> set[tuple[str, str]]:
         for item in run(req).desired.resources.values():
             manifest = item.resource["spec"]["forProvider"]["manifest"]
             group = manifest["apiVersion"].rpartition("/")[0]
-            targets.add((group, manifest["kind"]))
+            spec = item.resource["spec"]
+            observe_only = "managementPolicies" in spec and list(spec["managementPolicies"]) == ["Observe"]
+            targets.add((group, manifest["kind"], manifest["metadata"]["namespace"], observe_only))
     return targets
 
 
@@ -174,18 +176,22 @@ def test_rbac_lets_every_admitted_provider_version_do_what_the_objects_ask() -> 
     versions = [v for v in PROVIDER_SSA_DEFAULT if _admitted(constraint, v)]
     assert any(PROVIDER_SSA_DEFAULT[v] for v in versions), "the table must cover an SSA-default version"
     targets = _emitted_targets()
-    assert ("apps", "Deployment") in targets
-    in_envoy_gateway = _granted("envoy-gateway-system")
+    observed = {(group, kind) for group, kind, _, observe_only in targets if observe_only}
+    assert observed == {("apps", "Deployment"), ("ai.example.org", "InferenceGateway")}
     for version in versions:
-        for group, kind in targets:
-            need = observe_verbs(PROVIDER_SSA_DEFAULT[version]) if kind == "Deployment" else MANAGE
-            verbs = in_envoy_gateway.get((group, _plural(kind)), set())
-            assert need <= verbs, f"provider-kubernetes {version}, {group}/{kind}: has {sorted(verbs)}"
+        for group, kind, namespace, observe_only in sorted(targets):
+            need = observe_verbs(PROVIDER_SSA_DEFAULT[version]) if observe_only else MANAGE
+            verbs = _granted(namespace).get((group, _plural(kind)), set())
+            assert need <= verbs, (
+                f"provider-kubernetes {version}, {group}/{kind} in {namespace}: has {sorted(verbs)}"
+            )
 
 
-def test_rbac_grants_patch_on_deployments_only_where_envoy_deployments_live() -> None:
+def test_rbac_grants_patch_on_observed_kinds_only_where_they_live() -> None:
     assert "patch" not in _granted("team-a").get(("apps", "deployments"), set())
     assert "patch" in _granted("envoy-gateway-system").get(("apps", "deployments"), set())
+    assert "patch" not in _granted("team-a").get(("ai.example.org", "inferencegateways"), set())
+    assert "patch" in _granted("platform").get(("ai.example.org", "inferencegateways"), set())
 
 
 # --- the image --------------------------------------------------------------------

@@ -30,7 +30,9 @@ XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
 READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
 ROLLING_GW = load_yaml(EXAMPLES / "model-route" / "required" / "rolling-out" / "inference-gateway.yaml")[0]
 COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
-ALL_NAMES = {
+# The gateway observer is composed from the gatewayRef alone, on every call.
+OBSERVER_ONLY = {"gateway-observer"}
+ALL_NAMES = OBSERVER_ONLY | {
     "route",
     "backend-vllm",
     "service-backend-vllm",
@@ -112,7 +114,7 @@ for _gw in (
     "the gateway was not fetched yet",
     "the gateway has not published where to attach",
 ):
-    EXPECTED[(_gw, "the route was never composed")] = (RoutingReason.GATEWAY_NOT_FOUND, set())
+    EXPECTED[(_gw, "the route was never composed")] = (RoutingReason.GATEWAY_NOT_FOUND, OBSERVER_ONLY)
     for _obs in (
         "the route is composed and accepted",
         "the route is composed but not accepted",
@@ -227,7 +229,7 @@ def test_taking_a_backend_out_removes_exactly_its_resources() -> None:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [b for b in xr["spec"]["backends"] if b["name"] != "hosted"]
     rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert set(desired(rsp)) == {"route", "backend-vllm", "service-backend-vllm"}
+    assert set(desired(rsp)) == OBSERVER_ONLY | {"route", "backend-vllm", "service-backend-vllm"}
 
 
 def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
@@ -562,7 +564,8 @@ def _namespaces(node: Any) -> list[str]:
 
 
 def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() -> None:
-    """The gateway it attaches to is the one reference allowed out (parentRefs)."""
+    """The gateway it attaches to is the one reference allowed out: parentRefs, and the
+    observe-only copy of that InferenceGateway (which tenants may view anyway)."""
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"].append(
         _backend("AWSBedrock", credentials={"aws": {"region": "r", "credentialsSecretRef": {"name": "x"}}})
@@ -571,9 +574,18 @@ def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() 
     rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
     own = xr["metadata"]["namespace"]
     gateway_ns = READY_GW["status"]["gateway"]["namespace"]
+    ref = xr["spec"]["gatewayRef"]
     for name, obj in desired(rsp).items():
         assert obj["metadata"]["namespace"] == own, name
         manifest = copy.deepcopy(obj["spec"]["forProvider"]["manifest"])
+        if name == "gateway-observer":
+            assert obj["spec"]["managementPolicies"] == ["Observe"]
+            assert manifest == {
+                "apiVersion": "ai.example.org/v1alpha1",
+                "kind": "InferenceGateway",
+                "metadata": {"name": ref["name"], "namespace": ref.get("namespace", own)},
+            }
+            continue
         parents = manifest["spec"].pop("parentRefs", [])
         assert all(p["namespace"] == gateway_ns for p in parents)
         assert set(_namespaces(manifest)) == {own}, name

@@ -15,9 +15,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from tests.sim.__main__ import grpc_function, report
+from tests.sim.__main__ import grpc_function, report, run_all
 from tests.sim.control import Ablation, RunFunction
-from tests.sim.scenarios import REAL, SCENARIOS, VARIANTS, AcceptanceOnly, Metrics, Simulation, run_scenario
+from tests.sim.scenarios import (
+    LAG_BOUND_SECONDS,
+    REAL,
+    SCENARIOS,
+    VARIANTS,
+    AcceptanceOnly,
+    Metrics,
+    Simulation,
+    SteadyCost,
+    steady_cost,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +38,56 @@ def call() -> Iterator[RunFunction]:
 
 @pytest.fixture(scope="module")
 def results(call: RunFunction) -> dict[tuple[str, str], Metrics]:
-    return {(s.name, v.name): run_scenario(s, call, v) for s in SCENARIOS for v in VARIANTS}
+    return run_all(call)
 
 
-@pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
+@pytest.fixture(scope="module")
+def steady(call: RunFunction) -> SteadyCost:
+    return steady_cost(call)
+
+
+WATCHED = [s.title for s in SCENARIOS if s.watches]
+UNWATCHED = [s.title for s in SCENARIOS if not s.watches]
+
+
+@pytest.mark.parametrize("scenario", WATCHED)
 def test_the_real_design_breaks_no_invariant(results: dict[tuple[str, str], Metrics], scenario: str) -> None:
     metrics = results[(scenario, REAL.name)]
     assert metrics.violations == []
     assert metrics.lying_seconds == 0
     assert metrics.gc_deletions == 0
     assert metrics.requests > 0
+    assert metrics.worst_lag <= LAG_BOUND_SECONDS
+
+
+@pytest.mark.parametrize("scenario", UNWATCHED)
+def test_without_watches_the_same_faults_are_noticed_minutes_late(
+    results: dict[tuple[str, str], Metrics], scenario: str
+) -> None:
+    """What --enable-watches buys: the provider re-reads a Ready Object only every 10 minutes."""
+    unwatched = results[(scenario, REAL.name)]
+    watched = results[(scenario.removesuffix(" (watches off)"), REAL.name)]
+    assert unwatched.worst_lag > 60 * LAG_BOUND_SECONDS
+    assert unwatched.lying_seconds > 60
+    assert watched.lying_seconds == 0
+
+
+def test_conditions_follow_the_truth_in_both_directions(results: dict[tuple[str, str], Metrics]) -> None:
+    """Each new fault scenario turns its conditions False and back True, each within the bound."""
+    for title in WATCHED:
+        metrics = results[(title, REAL.name)]
+        assert metrics.lags, title
+    faults = [t for t in WATCHED if "loses" in t or "crashes" in t]
+    assert len(faults) == 3
+    for title in faults:
+        # False after the fault and True after the fix, for the gateway or the route.
+        assert len(results[(title, REAL.name)].lags) >= 4, title
+
+
+def test_a_settled_model_route_costs_one_call_a_minute(steady: SteadyCost) -> None:
+    assert steady.calls_per_minute <= 1
+    # The XR, four Objects (route, Backend, AIServiceBackend, gateway observer), three targets.
+    assert steady.objects == 8
 
 
 @pytest.mark.parametrize("ablation", [v.name for v in VARIANTS if v is not REAL])
@@ -57,18 +107,25 @@ def test_what_each_ablation_breaks(results: dict[tuple[str, str], Metrics]) -> N
     assert no_anchor.rollouts > real.rollouts
     acceptance = results[("first gateway and first model", "(b) acceptance only")]
     assert acceptance.lying_seconds > 0
-    withheld = results[("the gateway deleted while routes exist", "(c) withhold routes")]
+    withheld = results[("an Envoy upgrade rollout", "(c) withhold routes")]
     assert withheld.gc_deletions > 0
+    assert any(v.startswith("invariant 3 ") for v in withheld.violations)
 
 
-def test_the_report_ends_with_the_summary_line(results: dict[tuple[str, str], Metrics]) -> None:
-    text, violations, caught, total = report(results)
+def test_the_report_ends_with_the_summary_and_lag_lines(
+    results: dict[tuple[str, str], Metrics], steady: SteadyCost
+) -> None:
+    text, violations, caught, total = report(results, steady)
     assert violations == 0
     assert caught == total == 3
-    assert text.splitlines()[-1] == (
+    summary, lag = text.splitlines()[-2:]
+    assert summary == (
         f"scenarios {len(SCENARIOS)}, steps {sum(m.steps for m in results.values())}, "
         "invariant violations 0, ablations caught 3 of 3"
     )
+    assert lag.startswith("truth lag p50 ")
+    assert f"max {max(results[(t, REAL.name)].worst_lag for t in WATCHED)} s (watches on)" in lag
+    assert lag.endswith("per ModelRoute with one backend per minute")
 
 
 # --- random fault schedules ----------------------------------------------------------------------

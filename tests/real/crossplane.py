@@ -152,9 +152,9 @@ class CrossplaneStack:
     def _provider(self) -> None:
         # The provider's identity for what it applies and observes: the
         # service account the shipped RBAC binds, through a token.
-        self.kube.apply(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "envoy-gateway-system"}}
-        )
+        # The namespaces the shipped RBAC binds roles in.
+        for namespace in ("envoy-gateway-system", "platform"):
+            self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         self.kube.apply_file(EXAMPLES / "install" / "rbac.yaml")
         self.kube.apply(
             {

@@ -4,8 +4,11 @@ Crossplane: calls the function with the observed XR, composed resources and
 required resources (in rounds, as Crossplane resolves requirements), applies
 the desired state, garbage-collects observed composed resources that are no
 longer desired, records the XR's conditions, and reconciles an XR when one of
-its composed resources changes (realtime compositions) or when the response
-TTL (60 s) runs out. Required resources are not watched.
+its composed resources changes (realtime compositions, which also turn
+Crossplane's own polling off) or when the response TTL runs out (the
+function's `meta.ttl`, else 60 s). Required resources are not watched.
+InferenceGateways are written to the world as they change, so the provider
+can observe them (a ModelRoute's gateway observer).
 
 provider-kubernetes: applies each managed Object's manifest to the world,
 never writes an observe-only Object's target, and evaluates the emitted
@@ -29,7 +32,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from tests.cel_eval import eval_reference
 from tests.sim.world import Key, World
 
-# Crossplane's default response TTL, and so its poll interval for an XR.
+# The SDK's default response TTL, when a response sets none.
 XR_TTL_SECONDS = 60
 # provider-kubernetes: re-read a not-Ready Object this often, a Ready one this often.
 NOT_READY_POLL_SECONDS = 30
@@ -218,6 +221,7 @@ class Crossplane:
         # Composed resources of XRs that still exist, deleted by garbage collection.
         self.gc_deletions: list[GCDeletion] = []
         self.calls = 0
+        self.calls_by_xr: dict[tuple[str, str, str], int] = {}
 
     def create(self, xr: XR) -> None:
         xr.next_reconcile = self.world.now
@@ -231,6 +235,7 @@ class Crossplane:
     def delete(self, key: tuple[str, str, str]) -> None:
         xr = self.xrs.pop(key)
         xr.deleted = True
+        self.world.delete(key)
         for obj in xr.composed.values():
             self.provider.remove(obj)
 
@@ -273,17 +278,19 @@ class Crossplane:
         req = self._request(xr)
         self.ablation.before(xr, req, self)
         rsp = self.run_function(req)
-        self.calls += 1
+        calls = 1
         for _ in range(4):  # Crossplane stops after five rounds
             if not rsp.requirements.resources:
                 break
             before = rsp.requirements
             self._resolve(req, rsp)
             rsp = self.run_function(req)
-            self.calls += 1
+            calls += 1
             if rsp.requirements == before:
                 break
-        xr.next_reconcile = self.world.now + XR_TTL_SECONDS
+        self.calls += calls
+        self.calls_by_xr[xr.key] = self.calls_by_xr.get(xr.key, 0) + calls
+        xr.next_reconcile = self.world.now + (rsp.meta.ttl.seconds or XR_TTL_SECONDS)
         if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
             return  # a fatal result: nothing applied, nothing deleted
         self.ablation.after(xr, rsp, self)
@@ -315,6 +322,8 @@ class Crossplane:
         }
         status["conditions"] = sorted(conditions.values(), key=lambda c: c["type"])
         xr.body["status"] = _ints(status)
+        if xr.kind == "InferenceGateway":
+            self.world.put(xr.key, copy.deepcopy(xr.body))
 
 
 def _ints(node: Any) -> Any:

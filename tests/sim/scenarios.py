@@ -1,4 +1,25 @@
-"""Scenarios, ablations and the invariants checked at every simulated second."""
+"""Scenarios, ablations and the invariants checked at every simulated second.
+
+The invariants are what users see, never what an ablation does:
+
+1. a model's requests fail while its RoutingReady says True (after the lag bound);
+2. `/v1/models` lists the anchor;
+3. a model that was served stops being served while its gateway's pods serve
+   with the sidecar and nothing rejected its route: an outage the world did
+   not cause;
+4. once faults stop, everything is ready within the convergence bound;
+5. GatewayReady turns False for a drain alone;
+6. a condition still disagrees with the truth it promises more than the lag
+   bound after that truth changed (both directions);
+7. requests fail at the gateway (500, 503) while GatewayReady says True
+   (after the lag bound).
+
+A fault the control plane cannot know of in advance (a route rejected, a
+listener broken, every pod crashing) fails requests at once; no design can
+say so before it is observed. Failures in the first LAG_BOUND_SECONDS after
+requests start failing are "detection" seconds, counted apart; invariants 1
+and 7 hold from then on, and invariant 6 bounds the detection.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +38,10 @@ GATEWAY_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 ROUTE_XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
 GATEWAY = ("platform", "inference")
 # Once faults stop, everything is ready within this many seconds: a rollout
-# (two pods, 12 s each), the provider's watch, and a route XR's TTL of 60 s.
+# (two pods, 20 s each, and old pods draining), then the watches.
 CONVERGE_BOUND_SECONDS = 150
+# Every condition follows the truth it promises within this many seconds.
+LAG_BOUND_SECONDS = 5
 
 
 # --- ablations -----------------------------------------------------------------------------
@@ -50,7 +73,7 @@ class AcceptanceOnly(Ablation):
     def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:
         if xr.kind != "ModelRoute":
             return
-        names = set(rsp.desired.resources)
+        names = set(rsp.desired.resources) - {"gateway-observer"}
         objects = [crossplane.provider.objects.get(xr.composed[n]) for n in names if n in xr.composed]
         accepted = (
             bool(names) and len(objects) == len(names) and all(o is not None and o.ready() for o in objects)
@@ -88,15 +111,68 @@ VARIANTS: list[Ablation] = [REAL, NoAnchor(), AcceptanceOnly(), WithholdRoutes()
 class Metrics:
     requests: int = 0
     errors_500: int = 0
+    failed: int = 0
     lying_seconds: int = 0
+    detection_seconds: int = 0
     gc_deletions: int = 0
     rollouts: int = 0
     converge_seconds: int | None = None
     steps: int = 0
+    # Seconds from a change of the truth to the condition following it.
+    lags: list[int] = field(default_factory=list)
+    # Lower bounds: the truth changed back (or the run ended) before the condition followed.
+    unfollowed: list[int] = field(default_factory=list)
+    # Function calls and API objects per ModelRoute, counted from the end of the run's setup.
+    calls: dict[tuple[str, str, str], int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
 
     def violate(self, invariant: int, at: int, what: str) -> None:
         self.violations.append(f"invariant {invariant} at t={at}s: {what}")
+
+    @property
+    def worst_lag(self) -> int:
+        return max([*self.lags, *self.unfollowed], default=0)
+
+
+@dataclass
+class Follower:
+    """One condition of one XR against the truth it promises."""
+
+    truth: bool = False
+    since: int = 0
+    following: bool = True  # the condition has caught up with the truth since it last changed
+    reported: bool = False
+    failing_since: int | None = None
+
+    def step(self, now: int, truth: bool, shown: bool, m: Metrics, what: str, *, blind: bool) -> None:
+        """`blind`: nothing can observe the change now (provider-kubernetes is down), so
+        the lag clock starts when it is back."""
+        if truth != self.truth:
+            if not self.following:
+                m.unfollowed.append(now - self.since)
+            self.truth, self.since, self.following, self.reported = truth, now, False, False
+        if blind and not self.following:
+            self.since = now
+        if not self.following and shown == truth:
+            self.following = True
+            m.lags.append(now - self.since)
+        if not self.following and not self.reported and now - self.since > LAG_BOUND_SECONDS:
+            self.reported = True
+            m.violate(6, now, f"{what} says {shown} {now - self.since}s after it became {truth}")
+
+    def close(self, now: int, m: Metrics) -> None:
+        if not self.following:
+            m.unfollowed.append(now - self.since)
+            self.following = True
+
+    def failing(self, now: int, failed: bool) -> int:
+        """Seconds requests have been failing, counting this one (0 when they succeed)."""
+        if not failed:
+            self.failing_since = None
+            return 0
+        if self.failing_since is None:
+            self.failing_since = now
+        return now - self.failing_since + 1
 
 
 class Simulation:
@@ -117,6 +193,12 @@ class Simulation:
         self.check_drain = False  # invariant 5, from a drain on
         self._gc_seen = 0
         self._ready_since: int | None = None
+        # (XR key, condition type) -> the follower of that condition.
+        self._followers: dict[tuple[tuple[str, str, str], str], Follower] = {}
+        self._served_once: set[str] = set()
+        # The InferenceGateway names a Deployment that is not where Envoy
+        # Gateway put it: GatewayReady cannot be promised until that is fixed.
+        self.misconfigured = False
 
     # --- what users and operators do ---------------------------------------------------------
 
@@ -129,7 +211,12 @@ class Simulation:
         self.crossplane.create(XR("InferenceGateway", body, GATEWAY_INPUT))
         self.fault()
 
+    def misconfigure(self, **envoy: Any) -> None:
+        self.misconfigured = True
+        self.add_gateway(**envoy)
+
     def set_gateway_envoy(self, **envoy: Any) -> None:
+        self.misconfigured = False
         spec = copy.deepcopy(self.crossplane.xrs[("InferenceGateway", *GATEWAY)].body["spec"])
         spec["envoy"] = dict(envoy)
         self.crossplane.update_spec(("InferenceGateway", *GATEWAY), spec)
@@ -171,6 +258,35 @@ class Simulation:
             state.next_read = self.world.now
         self.fault()
 
+    def _route_target(self, name: str) -> tuple[str, str, str]:
+        route = self.crossplane.xrs[("ModelRoute", "team-a", name)]
+        obj = self.provider.objects[route.composed["route"]]
+        return obj.target
+
+    def reject_route(self, name: str) -> None:
+        self.world.rejected.add(self._route_target(name))
+        self.fault()
+
+    def accept_route(self, name: str) -> None:
+        self.world.rejected.discard(self._route_target(name))
+        self.fault()
+
+    def break_listener(self) -> None:
+        self.world.broken_listeners.add(GATEWAY)
+        self.fault()
+
+    def fix_listener(self) -> None:
+        self.world.broken_listeners.discard(GATEWAY)
+        self.fault()
+
+    def crash_envoy(self, seconds: int) -> None:
+        self.world.crash_pods(GATEWAY, seconds)
+        self.fault()
+
+    def envoy_recovered(self) -> None:
+        """The crashed pods are ready again (the moment crash_envoy scheduled)."""
+        self.fault()
+
     # --- time ------------------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -185,6 +301,11 @@ class Simulation:
         while self.world.now < t:
             self.tick()
 
+    def finish(self) -> None:
+        for follower in self._followers.values():
+            follower.close(self.world.now, self.metrics)
+        self.metrics.calls = dict(self.crossplane.calls_by_xr)
+
     # --- the invariants ----------------------------------------------------------------------
 
     def routes(self) -> list[XR]:
@@ -193,21 +314,96 @@ class Simulation:
     def gateway(self) -> XR | None:
         return self.crossplane.gateway_xr(*GATEWAY)
 
+    def _follower(self, xr: XR, condition: str) -> Follower:
+        return self._followers.setdefault((xr.key, condition), Follower())
+
+    def _forget_deleted(self) -> None:
+        for key in [k for k in self._followers if k[0] not in self.crossplane.xrs]:
+            self._followers.pop(key).close(self.world.now, self.metrics)
+
+    def _sidecar_pods_serve(self) -> bool:
+        """Some Envoy pod of the gateway is available, every available one has the sidecar."""
+        pods = [
+            p
+            for dep in self.world.deployments.values()
+            if dep.gateway == GATEWAY
+            for p in [*dep.pods, *(pod for pod, _ in dep.terminating)]
+            if p.available(self.world.now)
+        ]
+        return bool(pods) and all(p.sidecar for p in pods) and GATEWAY not in self.world.broken_listeners
+
     def _serve_and_check(self) -> None:
         now = self.world.now
         m = self.metrics
-        lying = False
+        self._forget_deleted()
+        gateway_serves = self.world.gateway_serves(GATEWAY) and not self.misconfigured
+        blind = self.provider.stopped
+        gateway_failed, lying, detecting = self._check_routes(gateway_serves, blind=blind)
+        gw = self.gateway()
+        if gw is not None:
+            follower = self._follower(gw, "GatewayReady")
+            failing = follower.failing(now, gateway_failed)
+            if failing and gw.is_true("GatewayReady"):
+                if failing > LAG_BOUND_SECONDS:
+                    lying = True
+                    m.violate(7, now, "requests failed at the gateway while GatewayReady=True")
+                else:
+                    detecting = True
+            follower.step(now, gateway_serves, gw.is_true("GatewayReady"), m, "GatewayReady", blind=blind)
+        m.lying_seconds += lying
+        m.detection_seconds += detecting and not lying
+        self._check_control_plane(gw)
+
+    def _rejected_models(self) -> set[str]:
+        return {
+            h["value"]
+            for key in self.world.rejected
+            if key in self.world.objects
+            for rule in self.world.objects[key]["spec"].get("rules", [])
+            for match in rule.get("matches", [])
+            for h in match.get("headers", [])
+        }
+
+    def _check_routes(self, gateway_serves: bool, *, blind: bool) -> tuple[bool, bool, bool]:
+        """Serve one request per pod for every model; returns (gateway failed, lying, detecting)."""
+        now = self.world.now
+        m = self.metrics
+        gateway_failed = lying = detecting = False
+        rejected_models = self._rejected_models()
         for route in self.routes():
             model = route.body["spec"]["model"]
             traffic = self.traffic.setdefault(model, Traffic())
-            before = traffic.requests
-            failed = self.world.request(GATEWAY, model, traffic)
-            m.requests += traffic.requests - before
-            m.errors_500 += failed
-            if failed and route.is_true("RoutingReady"):
-                lying = True
-                m.violate(1, now, f"{failed} requests for {model} failed with 500 while RoutingReady=True")
-        m.lying_seconds += lying
+            before = (traffic.requests, traffic.errors_500, traffic.unavailable)
+            served = self.world.request(GATEWAY, model, traffic)
+            m.requests += traffic.requests - before[0]
+            m.errors_500 += traffic.errors_500 - before[1]
+            m.failed += served.failed
+            gateway_failed |= traffic.errors_500 > before[1] or traffic.unavailable > before[2]
+            follower = self._follower(route, "RoutingReady")
+            failing = follower.failing(now, served.failed > 0)
+            if failing and route.is_true("RoutingReady"):
+                if failing > LAG_BOUND_SECONDS:
+                    lying = True
+                    m.violate(1, now, f"{served.failed} requests for {model} failed while RoutingReady=True")
+                else:
+                    detecting = True
+            if served.failed == 0:
+                self._served_once.add(model)
+            elif model in self._served_once and self._sidecar_pods_serve() and model not in rejected_models:
+                m.violate(3, now, f"{model} was served and is not, while its gateway's pods serve")
+            follower.step(
+                now,
+                gateway_serves and served.failed == 0,
+                route.is_true("RoutingReady"),
+                m,
+                f"RoutingReady of {route.key[2]}",
+                blind=blind,
+            )
+        return gateway_failed, lying, detecting
+
+    def _check_control_plane(self, gw: XR | None) -> None:
+        now = self.world.now
+        m = self.metrics
         anchors = {
             h["value"]
             for (kind, _, _), obj in self.world.objects.items()
@@ -221,10 +417,7 @@ class Simulation:
             m.violate(2, now, "/v1/models lists the anchor")
         new = self.crossplane.gc_deletions[self._gc_seen :]
         self._gc_seen = len(self.crossplane.gc_deletions)
-        for d in new:
-            m.gc_deletions += 1
-            m.violate(3, now, f"garbage collection deleted {d.resource} of {d.xr[0]} {d.xr[2]}")
-        gw = self.gateway()
+        m.gc_deletions += len(new)
         if self.check_drain and gw is not None and gw.condition("GatewayReady").get("status") == "False":
             m.violate(
                 5, now, f"GatewayReady=False during a drain: {gw.condition('GatewayReady').get('message')}"
@@ -266,11 +459,48 @@ class Scenario:
     converges: bool = True
     gateway_namespace_mode: bool = False
     drain: bool = False
+    # provider-kubernetes with --enable-watches. Without, the run measures
+    # what watches buy; the truth bounds are promised only with them.
+    watches: bool = True
+
+    @property
+    def title(self) -> str:
+        return self.name if self.watches else f"{self.name} (watches off)"
 
 
 def _base(sim: Simulation) -> None:
     sim.add_gateway()
 
+
+def _with_route(sim: Simulation) -> None:
+    sim.add_gateway()
+    sim.add_route("llama")
+
+
+# Faults the control plane learns of only by watching, each lasting longer
+# than provider-kubernetes' 10-minute poll of a Ready Object, so that the
+# runs without watches show how late they are noticed.
+WATCHED_FAULTS = [
+    Scenario(
+        "a route loses acceptance after being Ready, then regains it",
+        [
+            (0, _with_route),
+            (200, lambda s: s.reject_route("llama")),
+            (900, lambda s: s.accept_route("llama")),
+        ],
+        end=1150,
+    ),
+    Scenario(
+        "the Gateway loses Programmed (a broken listener), then is fixed",
+        [(0, _with_route), (200, lambda s: s.break_listener()), (900, lambda s: s.fix_listener())],
+        end=1150,
+    ),
+    Scenario(
+        "every Envoy pod crashes while its routes are Ready, then recovers",
+        [(0, _with_route), (200, lambda s: s.crash_envoy(700)), (900, lambda s: s.envoy_recovered())],
+        end=1150,
+    ),
+]
 
 SCENARIOS = [
     Scenario(
@@ -302,7 +532,7 @@ SCENARIOS = [
     Scenario(
         "the Deployment missing (a wrong name), then fixed",
         [
-            (0, lambda s: s.add_gateway(deployMode="GatewayNamespace")),
+            (0, lambda s: s.misconfigure(deployMode="GatewayNamespace")),
             (5, lambda s: s.add_route("llama")),
             (200, lambda s: s.set_gateway_envoy(deployMode="ControllerNamespace")),
         ],
@@ -330,11 +560,25 @@ SCENARIOS = [
         end=400,
         converges=False,
     ),
+    *WATCHED_FAULTS,
+    *(
+        Scenario(s.name, s.steps, s.end, s.converges, s.gateway_namespace_mode, s.drain, watches=False)
+        for s in WATCHED_FAULTS
+    ),
 ]
+
+# The steady state: one gateway, one ModelRoute with one backend, nothing changing.
+STEADY = Scenario("steady state", [(0, _with_route)], end=1500)
+STEADY_FROM = 300  # settled well before this second
 
 
 def run_scenario(scenario: Scenario, run_function: RunFunction, ablation: Ablation) -> Metrics:
-    sim = Simulation(run_function, ablation, gateway_namespace_mode=scenario.gateway_namespace_mode)
+    sim = Simulation(
+        run_function,
+        ablation,
+        gateway_namespace_mode=scenario.gateway_namespace_mode,
+        watches=scenario.watches,
+    )
     pending = sorted(scenario.steps, key=lambda s: s[0])
     for at, action in pending:
         sim.run_until(at)
@@ -344,4 +588,26 @@ def run_scenario(scenario: Scenario, run_function: RunFunction, ablation: Ablati
     sim.run_until(scenario.end)
     if scenario.converges:
         sim.check_convergence()
+    sim.finish()
     return sim.metrics
+
+
+@dataclass(frozen=True)
+class SteadyCost:
+    calls_per_minute: float
+    objects: int
+
+
+def steady_cost(run_function: RunFunction) -> SteadyCost:
+    """Function calls per minute and API objects of one settled ModelRoute with one backend."""
+    sim = Simulation(run_function, REAL)
+    _with_route(sim)
+    sim.run_until(STEADY_FROM)
+    route = sim.crossplane.xrs[("ModelRoute", "team-a", "llama")]
+    before = sim.crossplane.calls_by_xr.get(route.key, 0)
+    sim.run_until(STEADY.end)
+    calls = sim.crossplane.calls_by_xr[route.key] - before
+    managed = [sim.provider.objects[k] for k in route.composed.values()]
+    # The XR, its Objects, and the targets the managed ones create.
+    objects = 1 + len(managed) + sum(not o.observe_only for o in managed)
+    return SteadyCost(calls * 60 / (STEADY.end - STEADY_FROM), objects)

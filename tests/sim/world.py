@@ -16,8 +16,15 @@ v1.8.1 and Envoy AI Gateway v1.1.0, see shared/docs/upstream-facts.md):
   out of `status.replicas` but counted in `status.terminatingReplicas`
   (Kubernetes 1.35, DeploymentReplicaSetTerminatingReplicas on by default),
   and keeps serving the connections it has open until it is gone;
-- a request for a model goes to every ready or terminating pod: 500 where the
-  pod lacks the sidecar, 404 where no route matches the model, 200 otherwise.
+- a request for a model goes to every ready or terminating pod: 503 where no
+  pod serves or the listener is broken, 404 where no accepted route matches
+  the model, 500 where the pod lacks the sidecar, 200 otherwise;
+- faults the control plane learns of only by watching: a route rejected
+  (Accepted=False, no longer programmed), a listener broken (the Gateway's
+  Programmed=False, nothing served), every Envoy pod crashing.
+
+InferenceGateways, as Crossplane writes them, are stored here too, so the
+provider can observe them like any other object.
 """
 
 from __future__ import annotations
@@ -54,9 +61,10 @@ class Pod:
     template: int  # the template revision it was created from
     created: int
     sidecar: bool
+    crashed_until: int = 0  # not ready before this second (a crash and restart)
 
     def available(self, now: int) -> bool:
-        return now >= self.created + POD_START_SECONDS
+        return now >= self.created + POD_START_SECONDS and now >= self.crashed_until
 
 
 @dataclass
@@ -140,6 +148,22 @@ class Traffic:
     not_found: int = 0
     unavailable: int = 0
 
+    @property
+    def failed(self) -> int:
+        return self.errors_500 + self.not_found + self.unavailable
+
+
+@dataclass(frozen=True)
+class Served:
+    """What one second of requests for a model got."""
+
+    requests: int
+    ok: int
+
+    @property
+    def failed(self) -> int:
+        return self.requests - self.ok
+
 
 class World:
     """Every object in the cluster that is not a Crossplane or provider object."""
@@ -157,6 +181,9 @@ class World:
         self.rollouts = 0
         self.changed: set[Key] = set()  # targets whose content changed this tick
         self._pod_serial = 0
+        # Faults: AIGatewayRoutes rejected, Gateways whose listener is broken.
+        self.rejected: set[Key] = set()
+        self.broken_listeners: set[tuple[str, str]] = set()
 
     # --- the API server -----------------------------------------------------------
 
@@ -177,6 +204,13 @@ class World:
         self.objects[key] = new
         self.changed.add(key)
 
+    def put(self, key: Key, obj: dict[str, Any]) -> None:
+        """Store an object as its controller wrote it (an InferenceGateway, by Crossplane)."""
+        if self.objects.get(key) != obj:
+            self.objects[key] = obj
+            self.created_at.setdefault(key, self.now)
+            self.changed.add(key)
+
     def delete(self, key: Key) -> None:
         if self.objects.pop(key, None) is not None:
             self.changed.add(key)
@@ -192,8 +226,8 @@ class World:
     def effective_routes(self) -> dict[tuple[str, str], int]:
         """AIGatewayRoutes attached to each Gateway, now."""
         counts: dict[tuple[str, str], int] = {}
-        for (kind, ns, _), obj in self.objects.items():
-            if kind != "AIGatewayRoute":
+        for (kind, ns, name), obj in self.objects.items():
+            if kind != "AIGatewayRoute" or (kind, ns, name) in self.rejected:
                 continue
             for parent in obj["spec"].get("parentRefs", []):
                 gw = (parent.get("namespace", ns), parent["name"])
@@ -207,10 +241,10 @@ class World:
         return self._route_history[index].get(gateway, 0) > 0
 
     def models(self, gateway: tuple[str, str]) -> list[str]:
-        """What `/v1/models` lists: exact x-ai-eg-model matches of attached routes."""
+        """What `/v1/models` lists: exact x-ai-eg-model matches of attached, accepted routes."""
         out = []
-        for (kind, ns, _), obj in sorted(self.objects.items()):
-            if kind != "AIGatewayRoute":
+        for (kind, ns, name), obj in sorted(self.objects.items()):
+            if kind != "AIGatewayRoute" or (kind, ns, name) in self.rejected:
                 continue
             if not any(
                 (p.get("namespace", ns), p["name"]) == gateway for p in obj["spec"].get("parentRefs", [])
@@ -251,8 +285,18 @@ class World:
     def _accept(self) -> None:
         for key in list(self.objects):
             if key[0] in self._ACCEPTING and self.now - self.created_at[key] >= 1:
+                accepted = key not in self.rejected
                 self._set_status(
-                    key, {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted"}]}
+                    key,
+                    {
+                        "conditions": [
+                            {
+                                "type": "Accepted",
+                                "status": "True" if accepted else "False",
+                                "reason": "Accepted" if accepted else "NoMatchingParent",
+                            }
+                        ]
+                    },
                 )
 
     def deployment_key(self, gw_ns: str, gw_name: str, proxy: dict[str, Any] | None) -> tuple[str, str]:
@@ -296,6 +340,8 @@ class World:
                 dep.observed_at = self.now + OBSERVE_GENERATION_SECONDS
             # Programmed once the proxy has an available pod to serve the listeners.
             available = any(p.available(self.now) for p in dep.pods)
+            if gateway in self.broken_listeners:
+                available = False
             status = {
                 "conditions": [
                     {"type": "Accepted", "status": "True", "reason": "Accepted"},
@@ -378,6 +424,13 @@ class World:
             return True
         return False
 
+    def crash_pods(self, gateway: tuple[str, str], seconds: int) -> None:
+        """Every Envoy pod of the gateway crashes and is not ready again for `seconds`."""
+        for dep in self.deployments.values():
+            if dep.gateway == gateway:
+                for pod in dep.pods:
+                    pod.crashed_until = self.now + seconds
+
     def upgrade_envoy(self, gateway: tuple[str, str], image: str) -> None:
         for dep in self.deployments.values():
             if dep.gateway == gateway and dep.image != image:
@@ -387,8 +440,8 @@ class World:
 
     # --- traffic ----------------------------------------------------------------------------
 
-    def request(self, gateway: tuple[str, str], model: str, traffic: Traffic) -> int:
-        """One request for the model to every ready pod; returns how many got 500."""
+    def request(self, gateway: tuple[str, str], model: str, traffic: Traffic) -> Served:
+        """One request for the model to every pod that takes traffic."""
         routed = model in self.models(gateway)
         pods = [
             p
@@ -397,18 +450,40 @@ class World:
             for p in [*dep.pods, *(pod for pod, _ in dep.terminating)]
             if p.available(self.now)
         ]
-        if not pods:
+        if not pods or gateway in self.broken_listeners:
             traffic.requests += 1
             traffic.unavailable += 1
-            return 0
-        failures = 0
+            return Served(1, 0)
+        ok = 0
         for pod in pods:
             traffic.requests += 1
-            if not pod.sidecar:
+            if not routed:
+                traffic.not_found += 1  # no route matches: Envoy answers before any filter
+            elif not pod.sidecar:
                 traffic.errors_500 += 1
-                failures += 1
-            elif not routed:
-                traffic.not_found += 1
             else:
                 traffic.ok += 1
-        return failures
+                ok += 1
+        return Served(len(pods), ok)
+
+    # --- the truth, for measuring how late conditions follow it -------------------------
+
+    def gateway_serves(self, gateway: tuple[str, str]) -> bool:
+        """What GatewayReady promises: its pods serve with the sidecar, on one settled template.
+
+        Independent of the function: read from the pods, not from anything it computes.
+        """
+        if gateway in self.broken_listeners:
+            return False
+        for dep in self.deployments.values():
+            if dep.gateway != gateway:
+                continue
+            every = [*dep.pods, *(pod for pod, _ in dep.terminating)]
+            serving = [p for p in every if p.available(self.now)]
+            return (
+                bool(serving)
+                and all(p.sidecar for p in serving)
+                and dep.observed_generation >= dep.generation
+                and all(p.template == dep.template for p in every)
+            )
+        return False
