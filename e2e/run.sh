@@ -23,8 +23,13 @@ REGISTRY_PORT="5001"
 # it does localhost; containerd on the nodes is told the same below. A bare
 # name such as kind-registry would be pulled over HTTPS and fail.
 REGISTRY_IN_CLUSTER="kind-registry.local:5000"
-PUSH_REF="localhost:${REGISTRY_PORT}/function-gateway-readiness:v0.1.0"
-FUNCTION_REF="${REGISTRY_IN_CLUSTER}/function-gateway-readiness:v0.1.0"
+# The published reference the manifests carry (release.env), replaced by the
+# local registry's for this run.
+# shellcheck source=/dev/null
+. "$root/release.env"
+PUBLISHED_REF="${REGISTRY}/function-gateway-readiness:${VERSION}"
+PUSH_REF="localhost:${REGISTRY_PORT}/function-gateway-readiness:${VERSION}"
+FUNCTION_REF="${REGISTRY_IN_CLUSTER}/function-gateway-readiness:${VERSION}"
 
 need() {
   for tool in "$@"; do
@@ -89,7 +94,7 @@ kubectl apply -f "$here/manifests/gatewayclass.yaml"
 
 echo "--- provider-kubernetes ${PROVIDER_KUBERNETES_VERSION} with watches, and the function"
 sed -e "s#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
-    -e "s#xpkg.crossplane.io/example/function-gateway-readiness:v0.1.0#${FUNCTION_REF}#" \
+    -e "s#${PUBLISHED_REF}#${FUNCTION_REF}#" \
     "$root/examples/install/provider-kubernetes.yaml" | kubectl apply -f -
 kubectl apply -f "$root/examples/install/rbac.yaml"
 kubectl wait --for=condition=Healthy providers.pkg.crossplane.io --all --timeout=600s

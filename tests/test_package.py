@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from function import api
 from function.api import Input
-from tests import test_gateway, test_route
+from tests import release, test_gateway, test_route
 from tests.support import ROOT, load_yaml, make_request, run
 
 PACKAGE = ROOT / "package"
@@ -82,7 +82,7 @@ def test_the_input_crd_requires_what_the_model_requires() -> None:
 def test_the_configuration_depends_on_this_function_and_provider_kubernetes() -> None:
     meta = load_yaml(CONFIGURATION / "crossplane.yaml")[0]
     deps = {d["package"]: d for d in meta["spec"]["dependsOn"]}
-    assert deps["xpkg.crossplane.io/example/function-gateway-readiness"]["kind"] == "Function"
+    assert deps[release.read().function]["kind"] == "Function"
     assert deps["xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"]["kind"] == "Provider"
     assert all(re.match(r"^[<>=~^]", d["version"]) for d in deps.values()), "version constraints, not pins"
 

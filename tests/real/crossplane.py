@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from tests import release
 from tests.pki import CA
 from tests.real import toolchain
 from tests.real.controlplane import ControlPlane
@@ -120,7 +121,8 @@ class CrossplaneStack:
         )
         # The package manager leaves a paused Function alone: the revision and
         # its status (where to dial, what it can do) are ours to write.
-        package = f"xpkg.crossplane.io/example/{FUNCTION}:v0.1.0"
+        this = release.read()
+        package = f"{this.function}:{this.version}"
         self.kube.apply(
             {
                 "apiVersion": "pkg.crossplane.io/v1",

@@ -1,0 +1,65 @@
+"""One registry and version for every package reference (release.env)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import release
+
+
+def test_every_package_reference_follows_release_env() -> None:
+    assert release.drift() == []
+
+
+def test_every_place_is_found_exactly_once() -> None:
+    current = release.read()
+    for place in release.PLACES:
+        assert release.found(place) == [place.render(current)], place.path
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for place in release.PLACES:
+        target = root / place.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(release.ROOT / place.path, target)
+    shutil.copy(release.ROOT / "release.env", root / "release.env")
+    return root
+
+
+def test_retargeting_rewrites_every_place_and_nothing_else(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    before = {p.path: (root / p.path).read_text() for p in release.PLACES}
+    wanted = release.Release("ghcr.io/acme/platform", "v2.3.4-rc.1")
+    release.retarget(wanted, root)
+    assert release.read(root) == wanted
+    assert release.drift(root) == []
+    for path, text in before.items():
+        after = (root / path).read_text()
+        # Only the references changed: same number of lines, same shape elsewhere.
+        assert len(after.splitlines()) == len(text.splitlines())
+        assert "xpkg.crossplane.io/example/function-gateway-readiness" not in after
+    provider_line = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
+    assert provider_line in (root / "examples/configuration/crossplane.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--registry", "ghcr.io/acme", "--version", "0.2.0"], "--version '0.2.0'"),
+        (["--registry", "ghcr.io/acme/", "--version", "v0.2.0"], "--registry 'ghcr.io/acme/'"),
+        (["--registry", "GHCR.io/Acme", "--version", "v0.2.0"], "--registry 'GHCR.io/Acme'"),
+    ],
+    ids=["a version without its v", "a registry ending in a slash", "a registry in capitals"],
+)
+def test_a_bad_setting_is_refused_before_anything_is_written(
+    args: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = (release.ROOT / "release.env").read_text()
+    with pytest.raises(SystemExit):
+        release.main(args)
+    assert complaint in capsys.readouterr().err
+    assert (release.ROOT / "release.env").read_text() == before
