@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from hypothesis import HealthCheck, given, settings
 
 from function.fn import FunctionRunner
 
@@ -127,3 +129,26 @@ def served_function(*args: str, env: dict[str, str] | None = None) -> Iterator[s
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def reach(strategy: Any, classify: Any, examples: int = 200) -> Counter[Any]:
+    """How often a strategy's examples fall in each class: derandomized, so reproducible.
+
+    Property tests prove little if their strategy rarely reaches the branch
+    that matters; this measures it, so a test can require it.
+    """
+    seen: Counter[Any] = Counter()
+
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def draw(example: Any) -> None:
+        seen[classify(example)] += 1
+
+    draw()
+    return seen

@@ -7,17 +7,18 @@ and the verdict a correct query must give; both evaluators must give it.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
 from function.readiness import RolloutState, condition_true_query, deployment_rollout_query
 from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
-from tests.support import as_production_json
+from tests.support import as_production_json, reach
 
 AT_LEAST_ONE = AvailabilityPolicy.AT_LEAST_ONE
 ALL = AvailabilityPolicy.ALL
@@ -242,6 +243,47 @@ def random_deployments(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
+@st.composite
+def near_ready_deployments(draw: st.DrawFn) -> dict[str, Any]:
+    """A settled Deployment (any size, zeros omitted as Kubernetes does), maybe nudged once:
+    the boundary where a wrong comparison or a missing guard shows."""
+    n = draw(st.integers(min_value=1, max_value=6))
+    generation = draw(st.integers(min_value=1, max_value=9))
+    obj = deployment(
+        generation=generation, observed=generation, desired=n, replicas=n, updated=n, available=n
+    )
+    nudge = draw(
+        st.sampled_from(["none", "observed", "updated", "available", "surge", "marker", "terminating"])
+    )
+    status = obj["status"]
+    if nudge == "observed":
+        status["observedGeneration"] = generation - 1
+    elif nudge == "updated":
+        status["updatedReplicas"] = n - 1
+    elif nudge == "available":
+        status["availableReplicas"] = n - 1
+    elif nudge == "surge":
+        status["replicas"] = n + 1
+    elif nudge == "marker":
+        obj["spec"]["template"]["metadata"]["annotations"] = {}
+    elif nudge == "terminating":
+        status["terminatingReplicas"] = 1
+    obj["status"] = {k: v for k, v in status.items() if v}
+    return obj
+
+
+any_deployments = st.one_of(near_ready_deployments(), random_deployments())
+
+
+def test_the_random_deployments_reach_both_verdicts_often() -> None:
+    query = deployment_rollout_query(AT_LEAST_ONE, MARKER)
+    seen = reach(any_deployments, lambda obj: eval_reference(query, as_production_json(obj)))
+    total = sum(seen.values())
+    assert seen[True] >= total * 0.1, seen
+    assert seen[False] >= total * 0.1, seen
+    assert set(seen) == {True, False}, f"an evaluation error: {seen}"
+
+
 @settings(max_examples=300, deadline=None)
 @example(  # found by CI: explicit zeros are present to has(), unlike omitted ones
     obj={
@@ -253,7 +295,7 @@ def random_deployments(draw: st.DrawFn) -> dict[str, Any]:
     marker=MARKER,
 )
 @given(
-    obj=random_deployments(),
+    obj=any_deployments,
     policy=st.sampled_from(list(AvailabilityPolicy)),
     marker=st.sampled_from([MARKER, ""]),
 )
@@ -263,6 +305,7 @@ def test_evaluators_and_python_reading_agree_on_random_deployments(
     query = deployment_rollout_query(policy, marker)
     production = as_production_json(obj)
     reference = eval_reference(query, production)
+    event(f"ready={reference}")
     assert eval_celpy(query, production) is reference
     state = RolloutState.read(obj, marker)
     assert (state.waiting_for(policy) is None and state.marker_present) is reference
@@ -299,3 +342,44 @@ def test_evaluators_agree_on_condition_queries(obj: dict[str, Any], typ: str) ->
     )
     assert eval_reference(query, production) is want
     assert eval_celpy(query, production) is want
+
+
+def _prunings(obj: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """Every (path, key) of a nested mapping: removing one gives a shape a guard must cover."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    if isinstance(obj, dict):
+        for key in obj:
+            out.append((path, key))
+            out.extend(_prunings(obj[key], (*path, key)))
+    return out
+
+
+def _without(obj: dict[str, Any], path: tuple[str, ...], key: str) -> dict[str, Any]:
+    pruned = copy.deepcopy(obj)
+    node = pruned
+    for step in path:
+        node = node[step]
+    del node[key]
+    return pruned
+
+
+FULL_DEPLOYMENT = deployment() | {"status": {**deployment()["status"], "terminatingReplicas": 0}}
+EMITTED_QUERIES = [
+    *(deployment_rollout_query(policy, marker) for policy in AvailabilityPolicy for marker in (MARKER, "")),
+    *(condition_true_query(typ) for typ in ("Accepted", "Programmed", "GatewayReady")),
+]
+
+
+@pytest.mark.parametrize("query", EMITTED_QUERIES, ids=lambda q: q[:60])
+def test_every_emitted_query_evaluates_without_error_on_every_pruned_shape(query: str) -> None:
+    """What has() guards promise, checked by evaluation rather than by reading the text: remove
+    any one key anywhere and neither evaluator errors (provider-kubernetes would report the
+    error as Unavailable, a different thing from false)."""
+    holder = {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
+    for base in (FULL_DEPLOYMENT, holder, {}):
+        shapes = [base, *(_without(base, path, key) for path, key in _prunings(base))]
+        for shape in shapes:
+            production = as_production_json(shape)
+            for evaluate in (eval_reference, eval_celpy):
+                got = evaluate(query, production)
+                assert isinstance(got, bool), (evaluate.__name__, shape, got)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from function.conditions import RoutingReason
@@ -23,6 +23,7 @@ from tests.support import (
     desired,
     load_yaml,
     make_request,
+    reach,
     run,
 )
 
@@ -267,7 +268,9 @@ def test_the_incident_route_created_during_the_sidecar_rollout() -> None:
 
 
 def gateway_variant(draw: st.DrawFn) -> dict[str, list[dict[str, Any]]]:
-    kind = draw(st.sampled_from(["ready", "not-ready", "no-condition", "no-status", "absent", "not-fetched"]))
+    # Ready half the time, so the RoutingReady=True branch is reached often.
+    others = ["not-ready", "no-condition", "no-status", "absent", "not-fetched"]
+    kind = draw(st.one_of(st.just("ready"), st.sampled_from(others)))
     if kind == "absent":
         return ABSENT
     if kind == "not-fetched":
@@ -285,12 +288,45 @@ def gateway_variant(draw: st.DrawFn) -> dict[str, list[dict[str, Any]]]:
     return gw_required(gw)
 
 
+IN_EFFECT = {
+    "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Available"},
+        {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+    ]
+}
+
+
+def settled_route(
+    draw: st.DrawFn,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]]:
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=4, unique=True))
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [
+        {
+            "name": n,
+            "endpoint": {"hostname": f"{n}.team-a.svc", "port": draw(st.integers(1, 65535))},
+            "weight": draw(st.integers(0, 100)),
+        }
+        for n in names
+    ]
+    required = gw_required(READY_GW)
+    composed = desired(run(make_request(xr, ROUTE_INPUT, {}, required)))
+    observed = {name: {**obj, "status": copy.deepcopy(IN_EFFECT)} for name, obj in composed.items()}
+    return xr, observed, required, set()
+
+
 @st.composite
 def scenarios(
     draw: st.DrawFn,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]]:
+    # Half the time a settled route: a ready gateway, backends drawn from a
+    # pool, and everything the function composes for them observed and in
+    # effect (the branch where RoutingReady may be True); otherwise a random
+    # gateway and a random subset of the example's resources, each accepted
+    # or not, under a spec that may have changed.
+    if draw(st.sampled_from(["settled", "random"])) == "settled":
+        return settled_route(draw)
     required = gateway_variant(draw)
-    # Observed: a random subset of what was composed, each accepted or not.
     observed: dict[str, dict[str, Any]] = {}
     for name in sorted(COMPOSED):
         if draw(st.booleans()):
@@ -321,10 +357,27 @@ def test_desired_covers_observed_except_removed_backends(
     # Only resources of backends taken out of the spec may go.
     assert all(any(name.endswith(f"-{b}") for b in removed) for name in gone), gone
     routing = condition(rsp, "RoutingReady")
+    event(f"RoutingReady {routing.reason}")
     if routing.status == fnv1.STATUS_CONDITION_TRUE:
         gw = required.get(GATEWAY_REQUIREMENT) or [{}]
         conditions = gw[0].get("status", {}).get("conditions", [])
         assert any(c["type"] == "GatewayReady" and c["status"] == "True" for c in conditions)
+
+
+def test_the_route_property_reaches_every_verdict_often() -> None:
+    """The property above is only as good as the branches it reaches."""
+    seen = reach(
+        scenarios(),
+        lambda s: condition(run(make_request(s[0], ROUTE_INPUT, s[1], s[2])), "RoutingReady").reason,
+    )
+    total = sum(seen.values())
+    assert seen[RoutingReason.AVAILABLE] >= total * 0.1, seen
+    for reason in (
+        RoutingReason.GATEWAY_NOT_FOUND,
+        RoutingReason.GATEWAY_NOT_READY,
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+    ):
+        assert seen[reason] > 0, (reason, seen)
 
 
 # --- backend credentials follow what the provider accepts (Envoy AI Gateway v1.1.0) --------

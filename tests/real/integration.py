@@ -44,8 +44,8 @@ AIGW_API = "aigateway.envoyproxy.io/v1beta1"
 GATEWAY = ("platform", "inference")
 ROUTE = ("team-a", "llama")
 EXTPROC = "ai-gateway-extproc"
-# Generous bounds: the provider re-reads a not-Ready unwatched Object every
-# 30 s and a ModelRoute reads its gateway every 60 s (the response TTL).
+# Generous bounds for what is not measured against the truth bound: a new
+# gateway's first rollout, the provider's 30 s re-read of a not-Ready Object.
 CONVERGE_S = 300
 
 
@@ -400,12 +400,66 @@ def route_before_gateway_ready(env: Env, r: Report) -> None:
         raise AssertionError(
             f"RoutingReady never True: {condition(env.route(ROUTE[0], 'mistral'), 'RoutingReady')}"
         )
-    assert composed_while_not_ready == 3, (
-        f"{composed_while_not_ready} of 3 route resources composed before the gateway was ready"
+    # The route, its Backend and AIServiceBackend, and the gateway observer.
+    assert composed_while_not_ready == 4, (
+        f"{composed_while_not_ready} of 4 route resources composed before the gateway was ready"
     )
     gateway_at = ts(condition(gb, "GatewayReady")["lastTransitionTime"])
     r.lags.append(ts(condition(rt, "RoutingReady")["lastTransitionTime"]) - gateway_at)
-    r.notes.append("all 3 route resources composed while the gateway was not ready")
+    r.notes.append("all 4 route resources composed while the gateway was not ready")
+
+
+# Every condition follows the world within this many seconds, both ways (README).
+TRUTH_BOUND_S = 5
+
+
+def route_follows_gateway(env: Env, r: Report) -> None:
+    """An Envoy rollout under a Ready route: GatewayReady and RoutingReady turn False and back
+    within seconds, driven by watch events (the route's gateway observer), not by the TTL."""
+    dep = env.deployment()
+    assert dep is not None, "want the Envoy Deployment"
+    assert true(env.route(), "RoutingReady"), "want a Ready route on a ready gateway"
+    observer = next(o for n, o in env.objects(ROUTE[0]).items() if "gateway-observer" in n)
+    for typ in ("Synced", "Ready"):
+        assert true(observer, typ), f"the route's gateway observer is not {typ}: {observer.get('status')}"
+    started = time.time()
+    env.kube.merge_patch(
+        "apps/v1",
+        "Deployment",
+        dep["metadata"]["name"],
+        dep["metadata"]["namespace"],
+        {
+            "spec": {
+                "template": {"metadata": {"annotations": {"example.org/restarted-at": str(int(started))}}}
+            }
+        },
+    )
+
+    def flipped(get: Callable[[], dict[str, Any] | None], typ: str, status: bool) -> dict[str, Any]:
+        return wait(  # type: ignore[no-any-return]
+            f"{typ}={status}", lambda: (o := get()) and true(o, typ) == status and o, 60, interval=0.1
+        )
+
+    gw_down = flipped(env.gateway, "GatewayReady", False)
+    rt_down = flipped(env.route, "RoutingReady", False)
+    gw_up = flipped(env.gateway, "GatewayReady", True)
+    rt_up = flipped(env.route, "RoutingReady", True)
+
+    def at(obj: dict[str, Any], typ: str) -> float:
+        return ts(condition(obj, typ)["lastTransitionTime"])
+
+    lags = {
+        "GatewayReady False after the rollout began": at(gw_down, "GatewayReady") - int(started),
+        "RoutingReady False after GatewayReady": at(rt_down, "RoutingReady") - at(gw_down, "GatewayReady"),
+        "RoutingReady True after GatewayReady": at(rt_up, "RoutingReady") - at(gw_up, "GatewayReady"),
+    }
+    r.lags.extend(lags.values())
+    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
+    assert not late, f"conditions followed later than {TRUTH_BOUND_S} s: {late}"
+    r.notes.append(", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+    wait(
+        "the rollout settled", lambda: rolled_out(env.deployment()) and true(env.route(), "RoutingReady"), 120
+    )
 
 
 def bad_input(env: Env, r: Report) -> None:
@@ -447,6 +501,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     last_route_removed,
     anchor_ablation,
     route_before_gateway_ready,
+    route_follows_gateway,
     bad_input,
 ]
 

@@ -30,6 +30,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from tests.cel_eval import eval_reference
+from tests.cel_eval import ready as ready_of
 from tests.sim.world import Key, World
 
 # The SDK's default response TTL, when a response sets none.
@@ -155,7 +156,7 @@ class Provider:
         else:
             readiness = state.body["spec"].get("readiness", {})
             if readiness.get("policy") == "DeriveFromCelQuery":
-                ready = eval_reference(readiness["celQuery"], production_json(target))
+                ready = ready_of(eval_reference(readiness["celQuery"], production_json(target)))
             else:
                 ready = True
             status = {
