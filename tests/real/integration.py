@@ -86,14 +86,17 @@ class Env:
         return self.kube.get("apps/v1", "Deployment", ref["name"], ref["namespace"])
 
     def live_pods(self) -> list[dict[str, Any]]:
-        pods = self.kube.list(
+        return [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The gateway's Envoy pods, terminating ones included."""
+        return self.kube.list(
             "v1",
             "Pod",
             EG_NS,
             label_selector=f"gateway.envoyproxy.io/owning-gateway-name={GATEWAY[1]},"
             f"gateway.envoyproxy.io/owning-gateway-namespace={GATEWAY[0]}",
         )
-        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def objects(self, ns: str) -> dict[str, dict[str, Any]]:
         return {o["metadata"]["name"]: o for o in self.kube.list(OBJECT_API, "Object", ns)}
@@ -138,7 +141,12 @@ def new_gateway(env: Env, r: Report) -> None:
     # Sample until True: every sample where GatewayReady is True must see a
     # finished rollout whose live pods all carry the injected container.
     deadline = time.monotonic() + CONVERGE_S
+    # The world is ready when the last old pod is gone, not when the last new
+    # one is Ready (old pods drain for kwok's POD_DRAIN_MS): sampled here.
+    old_pod_seen = 0.0
     while time.monotonic() < deadline:
+        if any(p["metadata"].get("deletionTimestamp") for p in env.pods()):
+            old_pod_seen = time.time()
         gw = env.gateway()
         if true(gw, "GatewayReady"):
             dep = env.deployment()
@@ -149,7 +157,7 @@ def new_gateway(env: Env, r: Report) -> None:
             assert pods, "GatewayReady True with no live Envoy pod"
             assert all(has_extproc(p) for p in pods), "GatewayReady True with a pod lacking the ext-proc"
             became = ts(condition(gw, "GatewayReady")["lastTransitionTime"])
-            r.lags.append(became - max(pod_ready_at(p) for p in pods))
+            r.lags.append(became - max([*(pod_ready_at(p) for p in pods), int(old_pod_seen)]))
             r.notes.append(
                 f"{len(pods)} pods with {EXTPROC}, Deployment generation {dep['metadata']['generation']}"
             )  # type: ignore[index]
