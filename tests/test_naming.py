@@ -23,6 +23,7 @@ from function.naming import (
 )
 from function.route import Attachment, RoutePlan
 from function.route import build_objects as route_objects
+from tests.sim.world import envoy_gateway_deployment_name
 from tests.support import GATEWAY_INPUT, ROUTE_INPUT
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "envoy-gateway"
@@ -65,6 +66,18 @@ def test_a_cut_that_ends_in_two_hyphens_drops_only_one() -> None:
 
 def test_generated_name_hashes_namespace_and_name() -> None:
     assert generated_deployment_name("default", "eg") == "envoy-default-eg-e41e7b31"
+
+
+_DNS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=63)
+
+
+@settings(max_examples=300, deadline=None)
+@given(namespace=_DNS, name=_DNS)
+def test_the_function_names_deployments_as_the_simulation_s_envoy_gateway_does(
+    namespace: str, name: str
+) -> None:
+    """Two implementations written apart (the simulation's from Envoy Gateway's Go source) agree."""
+    assert generated_deployment_name(namespace, name) == envoy_gateway_deployment_name(namespace, name)
 
 
 EG = "envoy-gateway-system"

@@ -29,11 +29,10 @@ provider can observe them like any other object.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-from function.naming import generated_deployment_name
 
 MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
 UUID = "aigateway.envoyproxy.io/uuid"
@@ -53,6 +52,22 @@ OBSERVE_GENERATION_SECONDS = 1
 DRAIN_SECONDS = 15
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def envoy_gateway_deployment_name(gateway_namespace: str, gateway_name: str) -> str:
+    """Envoy Gateway's own name for a proxy Deployment it is not told to pin.
+
+    Written here from Envoy Gateway v1.8.1's source (internal/utils/misc.go
+    GetHashedName with length 48, internal/infrastructure/kubernetes/proxy/
+    resource.go ExpectedResourceHashedName), not taken from the function
+    under test, so the simulation can disagree with it.
+    """
+    ns_name = f"{gateway_namespace}/{gateway_name}"
+    digest = hashlib.sha256(ns_name.encode()).hexdigest()
+    readable = ns_name.replace("/", "-")
+    if len(readable) > 48:
+        readable = readable[:48].removesuffix("-")  # Go's TrimSuffix: one hyphen at most
+    return f"envoy-{readable}-{digest[:8]}"
 
 
 @dataclass
@@ -307,7 +322,7 @@ class World:
         ).get("name")
         if self.gateway_namespace_mode:
             return gw_ns, pinned or gw_name
-        return EG_NAMESPACE, pinned or generated_deployment_name(gw_ns, gw_name)
+        return EG_NAMESPACE, pinned or envoy_gateway_deployment_name(gw_ns, gw_name)
 
     def _envoy_gateway(self) -> None:
         wanted: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}

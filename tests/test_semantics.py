@@ -1,0 +1,144 @@
+"""What every example means, stated once as data and checked in process.
+
+The expected renders (tests/test_examples.py) are produced by the code they
+check, so they only detect change. This table is written by hand from what
+each example is for: the condition, its reason, which resources are
+composed, and what the Envoy Deployment observer's CEL query says about the
+observed Deployment under cel-expr-python (as cel-go would). Where the CEL
+verdict and the condition differ, the row says why: that difference is the
+function's judgement, not the provider's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from tests.cel_eval import eval_reference
+from tests.support import (
+    EXAMPLES,
+    as_production_json,
+    by_resource_name,
+    desired,
+    load_yaml,
+    make_request,
+    run,
+)
+from tests.test_examples import EXAMPLE_LIST, Example
+
+GATEWAY = {"anchor-route", "client-traffic-policy", "envoy-deployment", "envoy-proxy", "gateway"}
+ROUTE = {
+    "gateway-observer",
+    "route",
+    "backend-vllm",
+    "service-backend-vllm",
+    "backend-hosted",
+    "service-backend-hosted",
+    "security-policy-hosted",
+}
+TRUE, FALSE = fnv1.STATUS_CONDITION_TRUE, fnv1.STATUS_CONDITION_FALSE
+
+
+@dataclass(frozen=True)
+class Meaning:
+    condition: str
+    status: int
+    reason: str
+    resources: set[str]
+    # The observer's CEL query on the observed Deployment; None: nothing observed.
+    cel: bool | None = None
+    why: str = ""
+
+
+MEANINGS = {
+    "defaults-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
+    "generated-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
+    "gatewaynamespace-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
+    "defaults-deployment-not-found": Meaning("GatewayReady", FALSE, "DeploymentNotFound", GATEWAY),
+    "defaults-rolling-out": Meaning("GatewayReady", FALSE, "RollingOut", GATEWAY, cel=False),
+    "defaults-one-of-two-drained": Meaning(
+        "GatewayReady", TRUE, "Available", GATEWAY, cel=True, why="AtLeastOne: one pod serves"
+    ),
+    "defaults-marker-missing": Meaning("GatewayReady", FALSE, "ExtProcNotInjected", GATEWAY, cel=False),
+    "defaults-ready": Meaning("GatewayReady", TRUE, "Available", GATEWAY, cel=True),
+    "defaults-deployment-gone": Meaning(
+        "GatewayReady",
+        FALSE,
+        "DeploymentNotFound",
+        GATEWAY,
+        cel=True,
+        why="the provider keeps the stale manifest and Ready; Synced=False says the target is gone",
+    ),
+    "defaults-current-pod-draining": Meaning(
+        "GatewayReady",
+        FALSE,
+        "RollingOut",
+        GATEWAY,
+        cel=True,
+        why="a terminating pod and no settled template: it may be an old one (the safe side)",
+    ),
+    "settled-old-pods-terminating": Meaning(
+        "GatewayReady",
+        FALSE,
+        "RollingOut",
+        GATEWAY,
+        cel=True,
+        why="the template changed since the settled one: the terminating pods are old",
+    ),
+    "settled-current-pod-draining": Meaning(
+        "GatewayReady", TRUE, "Available", GATEWAY, cel=True, why="a drained pod of the settled template"
+    ),
+    "gateway-ready-route-never-composed": Meaning("RoutingReady", FALSE, "RouteNotAccepted", ROUTE),
+    "gateway-ready-route-composed": Meaning("RoutingReady", TRUE, "Available", ROUTE),
+    "gateway-rolling-out-route-never-composed": Meaning("RoutingReady", FALSE, "GatewayNotReady", ROUTE),
+    "gateway-rolling-out-route-composed": Meaning("RoutingReady", FALSE, "GatewayNotReady", ROUTE),
+    "gateway-absent-route-never-composed": Meaning(
+        "RoutingReady", FALSE, "GatewayNotFound", {"gateway-observer"}, why="nowhere to attach yet"
+    ),
+    "gateway-absent-route-composed": Meaning(
+        "RoutingReady", FALSE, "GatewayNotFound", ROUTE, why="what was composed is kept as observed"
+    ),
+}
+
+
+def _docs(rel: str | None) -> list[dict[str, Any]]:
+    if rel is None:
+        return []
+    path = EXAMPLES / rel
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    return [doc for f in files for doc in load_yaml(f)]
+
+
+def _call(example: Example) -> tuple[fnv1.RunFunctionResponse, dict[str, dict[str, Any]]]:
+    xr = load_yaml(EXAMPLES / example.xr)[0]
+    composition = load_yaml(EXAMPLES / example.composition)[0]
+    observed = by_resource_name(_docs(example.observed))
+    required = {"inference-gateway": _docs(example.required)} if example.required else {}
+    return run(make_request(xr, composition["spec"]["pipeline"][0]["input"], observed, required)), observed
+
+
+def test_every_example_has_its_meaning_stated() -> None:
+    assert {e.name for e in EXAMPLE_LIST} == set(MEANINGS)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_LIST, ids=lambda e: f"{e.name}: {MEANINGS[e.name].reason}")
+def test_each_example_means_what_it_is_for(example: Example) -> None:
+    meaning = MEANINGS[example.name]
+    rsp, observed = _call(example)
+    conditions = [c for c in rsp.conditions if c.type == meaning.condition]
+    assert len(conditions) == 1
+    assert (conditions[0].status, conditions[0].reason) == (meaning.status, meaning.reason)
+    # The XR's own Ready follows the condition.
+    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if meaning.status == TRUE else fnv1.READY_FALSE)
+    assert set(desired(rsp)) == meaning.resources
+    manifest = (
+        (observed.get("envoy-deployment", {}).get("status") or {}).get("atProvider", {}).get("manifest")
+    )
+    if meaning.cel is None:
+        assert manifest is None
+    else:
+        query = desired(rsp)["envoy-deployment"]["spec"]["readiness"]["celQuery"]
+        assert eval_reference(query, as_production_json(manifest)) is meaning.cel
