@@ -13,7 +13,7 @@ ADDRESS ?= 0.0.0.0:9443
 CRD_DIR ?= $(firstword $(wildcard ../shared/crds) .crds)
 export CRD_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration release-refs
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration release-refs mutation
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -125,6 +125,15 @@ packages: $(STAMP)
 # Envoy AI Gateway on a real API server with kwok's fake nodes, all local
 # processes built from the Go module proxy (cached like the CLI). Needs root
 # (network and mount namespaces) and Go 1.26; ends with one `integration:` line.
+# Mutation testing of the modules that decide truth (mutmut, configured in
+# pyproject.toml); prints `mutation: K of N mutants killed (S%)` and lists
+# survivors not argued equivalent in tests/equivalent_mutants.txt.
+mutation: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[mutation]'
+	rm -rf mutants
+	CRD_DIR=$(abspath $(CRD_DIR)) $(BIN)/mutmut run --max-children $$(nproc) >/dev/null 2>&1 || true
+	$(BIN)/python -m tests.mutation
+
 # Retarget every package reference: make release-refs REGISTRY=ghcr.io/acme VERSION=v0.2.0
 release-refs: $(STAMP)
 	@test -n "$(REGISTRY)" -a -n "$(VERSION)" || { echo "usage: make release-refs REGISTRY=ghcr.io/acme VERSION=v0.2.0"; exit 2; }

@@ -232,7 +232,7 @@ class RolloutState:
                 f"the Deployment controller has not observed generation {self.generation or 0} "
                 f"(observed {self.observed_generation or 0})"
             )
-        if self.replicas is None or self.updated is None or self.updated != self.replicas:
+        if self.replicas is None or self.updated != self.replicas:
             return f"{self.updated or 0} of {self.replicas or 0} pods run the current template"
         if self.available is None or self.available < 1:
             return f"0 of {self.replicas} pods are available"

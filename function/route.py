@@ -69,7 +69,7 @@ class GatewayView:
     # The gateway's GatewayReady condition, if it has one.
     ready: Mapping[str, Any] | None
     # Why attachment is None, in words.
-    missing: str
+    missing: str = ""
     # The InferenceGateway's reconciliation is paused: its conditions are stale.
     paused: bool = False
     # The InferenceGateway is being deleted: it will not serve, whatever it says.
@@ -91,17 +91,20 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
     status = readiness.get_path(gw, "status", "gateway")
     name = _str(readiness.get_path(status, "name"))
     namespace = _str(readiness.get_path(status, "namespace"))
-    ready = readiness.condition(gw, GATEWAY_READY)
     if name is None or namespace is None:
-        return GatewayView(None, ready, f"{where} has not published status.gateway (name, namespace) yet")
+        return GatewayView(None, None, f"{where} has not published status.gateway (name, namespace) yet")
     attachment = Attachment(
         name=name,
         namespace=namespace,
         listener=_str(readiness.get_path(status, "listener")),
         address=_str(readiness.get_path(status, "address")),
     )
-    deleting = readiness.get_path(gw, "metadata", "deletionTimestamp") is not None
-    return GatewayView(attachment, ready, "", paused=readiness.paused(gw), deleting=deleting)
+    return GatewayView(
+        attachment,
+        readiness.condition(gw, GATEWAY_READY),
+        paused=readiness.paused(gw),
+        deleting=readiness.get_path(gw, "metadata", "deletionTimestamp") is not None,
+    )
 
 
 @dataclass(frozen=True)
@@ -308,15 +311,14 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
     return objects
 
 
-def removed_by_spec(name: str, desired: Mapping[str, Any]) -> bool:
-    """True for an observed per-backend resource that the current spec no longer wants.
+def removed_by_spec(name: str) -> bool:
+    """True for an observed per-backend resource that the current spec no longer composes.
 
-    Only these may leave the desired state: a backend taken out of the spec,
-    or the security policy of a backend whose API key was taken out. Anything
-    else observed (a name this version does not know) is kept.
+    Asked only of observed names this call did not compose. Only these may
+    leave the desired state: a backend taken out of the spec, or the security
+    policy of a backend whose API key was taken out. Anything else observed
+    (a name this version does not know) is kept.
     """
-    if name in desired:
-        return False
     return any(name.startswith(p) for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX))
 
 
@@ -419,7 +421,7 @@ def compose(
         # Where to attach is unknown: everything composed before stays as it was.
         keep_observed(outcome, observed)
     else:
-        keep_observed(outcome, observed, lambda name: removed_by_spec(name, composed))
+        keep_observed(outcome, observed, removed_by_spec)
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
 
     verdict = derive_verdict(plan, view, composed, observed)

@@ -152,3 +152,13 @@ def reach(strategy: Any, classify: Any, examples: int = 200) -> Counter[Any]:
 
     draw()
     return seen
+
+
+def examples(n: int) -> int:
+    """A property test's example count: n, or a tenth of it under mutation testing.
+
+    mutmut (which sets MUTANT_UNDER_TEST, to "" at times) reruns the tests for each of some
+    two thousand mutants; a tenth of the examples still reaches every branch
+    the strategies are built to reach (see `reach`).
+    """
+    return max(10, n // 10) if "MUTANT_UNDER_TEST" in os.environ else n

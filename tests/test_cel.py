@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
 from function.readiness import RolloutState, condition_true_query, deployment_rollout_query
 from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
-from tests.support import as_production_json, reach
+from tests.support import as_production_json, examples, reach
 
 AT_LEAST_ONE = AvailabilityPolicy.AT_LEAST_ONE
 ALL = AvailabilityPolicy.ALL
@@ -284,7 +284,7 @@ def test_the_random_deployments_reach_both_verdicts_often() -> None:
     assert set(seen) == {True, False}, f"an evaluation error: {seen}"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example(  # found by CI: explicit zeros are present to has(), unlike omitted ones
     obj={
         "metadata": {"generation": 0},
@@ -331,7 +331,7 @@ def random_condition_holders(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(obj=random_condition_holders(), typ=st.sampled_from(["Accepted", "Programmed"]))
 def test_evaluators_agree_on_condition_queries(obj: dict[str, Any], typ: str) -> None:
     query = condition_true_query(typ)

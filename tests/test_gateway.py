@@ -593,3 +593,85 @@ def test_the_settled_template_is_remembered_only_when_ready(
 def test_a_vanished_deployment_reports_no_stale_numbers() -> None:
     rsp = run(make_request(XR, GATEWAY_INPUT, observed_state("deployment-gone")))
     assert "availableReplicas" not in desired_status(rsp)["deployment"]
+
+
+# --- found by mutation testing: branches no other test told apart --------------------------
+
+
+def _one_of_two_drained(spec_envoy: dict[str, Any]) -> fnv1.RunFunctionResponse:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["envoy"] = {**xr["spec"].get("envoy", {}), **spec_envoy}
+    return run(make_request(xr, GATEWAY_INPUT, observed_state("one-of-two-drained")))
+
+
+def test_all_pods_policy_is_not_ready_with_one_of_two_drained_where_at_least_one_is() -> None:
+    at_least_one = condition(_one_of_two_drained({}), "GatewayReady")
+    assert at_least_one.status == fnv1.STATUS_CONDITION_TRUE
+    every = condition(_one_of_two_drained({"availabilityPolicy": "All"}), "GatewayReady")
+    assert every.status == fnv1.STATUS_CONDITION_FALSE
+    assert "1 of 2 desired pods are available" in every.message
+
+
+def _with_observed_manifest(value: Any) -> dict[str, dict[str, Any]]:
+    observed = observed_state("ready")
+    observed[OBSERVER]["status"]["atProvider"]["manifest"] = value
+    return observed
+
+
+@pytest.mark.parametrize("value", ["not an object", ["a", "list"], 7], ids=["a string", "a list", "a number"])
+def test_an_observed_manifest_that_is_not_an_object_is_not_an_observation(value: Any) -> None:
+    rsp = run(make_request(XR, GATEWAY_INPUT, _with_observed_manifest(value)))
+    got = condition(rsp, "GatewayReady")
+    assert got.status == fnv1.STATUS_CONDITION_FALSE
+    status = resource.struct_to_dict(rsp.desired.composite.resource).get("status", {})
+    assert "updatedReplicas" not in status.get("deployment", {})
+
+
+@pytest.mark.parametrize("value", [7, {"digest": "x"}, ["x"]], ids=["a number", "an object", "a list"])
+def test_a_settled_template_that_is_not_a_string_is_forgotten(value: Any) -> None:
+    """The XR's status is anyone's to write; a non-string there must not be trusted (nor crash)."""
+    xr = copy.deepcopy(XR_SETTLED)
+    xr["status"]["deployment"]["settledTemplate"] = value
+    rsp = run(make_request(xr, GATEWAY_INPUT, observed_state("current-pod-draining")))
+    got = condition(rsp, "GatewayReady")
+    # With no settled template a terminating pod counts as old: the safe side.
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, GatewayReason.ROLLING_OUT)
+
+
+def test_an_absent_count_reads_as_zero_in_the_message() -> None:
+    observed = observed_state("rolling-out")
+    manifest = observed[OBSERVER]["status"]["atProvider"]["manifest"]
+    manifest["status"].pop("updatedReplicas", None)
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert (
+        f"0 of {manifest['status']['replicas']} pods run the current template"
+        in condition(rsp, "GatewayReady").message
+    )
+
+
+@pytest.mark.parametrize(
+    ("missing", "words"),
+    [
+        ("gateway", "Gateway platform/inference has not been created yet"),
+        ("anchor-route", "has not been created yet"),
+    ],
+)
+def test_a_resource_not_created_yet_is_named_in_the_message(missing: str, words: str) -> None:
+    observed = observed_state("ready")
+    del observed[missing]
+    got = condition(run(make_request(XR, GATEWAY_INPUT, observed)), "GatewayReady")
+    assert got.status == fnv1.STATUS_CONDITION_FALSE
+    assert words in got.message
+
+
+@pytest.mark.parametrize(
+    ("name", "words"), [("gateway", "is not Programmed"), ("anchor-route", "is not Accepted")]
+)
+def test_a_resource_not_in_effect_is_named_in_the_message(name: str, words: str) -> None:
+    observed = observed_state("ready")
+    observed[name]["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "Unavailable"},
+        {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+    ]
+    got = condition(run(make_request(XR, GATEWAY_INPUT, observed)), "GatewayReady")
+    assert words in got.message

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DeploymentNaming, DeployMode, InferenceGatewaySpec, Input, ModelRouteSpec
@@ -24,7 +24,7 @@ from function.naming import (
 from function.route import Attachment, RoutePlan
 from function.route import build_objects as route_objects
 from tests.sim.world import envoy_gateway_deployment_name
-from tests.support import GATEWAY_INPUT, ROUTE_INPUT
+from tests.support import GATEWAY_INPUT, ROUTE_INPUT, examples
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "envoy-gateway"
 
@@ -71,7 +71,9 @@ def test_generated_name_hashes_namespace_and_name() -> None:
 _DNS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=63)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
+# Exactly 48 readable characters ending in a hyphen: Envoy Gateway cuts only longer names.
+@example(namespace="n" * 23, name="m" * 23 + "-")
 @given(namespace=_DNS, name=_DNS)
 def test_the_function_names_deployments_as_the_simulation_s_envoy_gateway_does(
     namespace: str, name: str
@@ -189,7 +191,7 @@ def _route_targets(xr_ns: str, xr: str, backend: str) -> set[tuple[str, str, str
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(a=LABEL, b=LABEL, c=LABEL, spec_ns=st.sampled_from([None, "shared"]))
 def test_no_two_distinct_xrs_produce_one_target_name_in_one_namespace(
     a: str, b: str, c: str, spec_ns: str | None
@@ -235,3 +237,12 @@ def test_no_two_distinct_xrs_produce_one_target_name_in_one_namespace(
 def test_names_agree_with_envoy_gateway_generated_deployments(fixture: str, want_name: str) -> None:
     deployment = yaml.safe_load((FIXTURES / fixture).read_text())
     assert deployment["metadata"]["name"] == want_name
+
+
+def test_a_joined_name_is_a_full_dns_label_cut_clean_of_trailing_separators() -> None:
+    assert len(unique_name("a" * 100)) == 63
+    # The cut lands right after a hyphen: the hyphen goes, the hash follows one separator.
+    name = unique_name("a" * 53 + "-" + "b" * 20)
+    readable, _, digest = name.rpartition("-")
+    assert readable == "a" * 53
+    assert len(digest) == 8

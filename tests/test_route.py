@@ -21,6 +21,7 @@ from tests.support import (
     by_resource_name,
     condition,
     desired,
+    examples,
     load_yaml,
     make_request,
     reach,
@@ -344,7 +345,7 @@ def scenarios(
     return xr, observed, required, removed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(scenarios())
 def test_desired_covers_observed_except_removed_backends(
     scenario: tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]],
@@ -676,3 +677,64 @@ def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
     selector = rsp.requirements.resources[GATEWAY_REQUIREMENT]
     assert selector.namespace == xr["metadata"]["namespace"]
     assert selector.match_name == xr["spec"]["gatewayRef"]["name"]
+
+
+# --- found by mutation testing: branches no other test told apart --------------------------
+
+
+def test_a_gateway_being_deleted_is_not_ready_whatever_its_condition_says() -> None:
+    gw = copy.deepcopy(READY_GW)
+    gw["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))), "RoutingReady")
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
+    assert "platform/inference is being deleted" in got.message
+
+
+@pytest.mark.parametrize("missing", ["name", "namespace"])
+def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(missing: str) -> None:
+    gw = copy.deepcopy(READY_GW)
+    del gw["status"]["gateway"][missing]
+    rsp = run(make_request(XR, ROUTE_INPUT, {}, gw_required(gw)))
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == RoutingReason.GATEWAY_NOT_FOUND
+    assert set(desired(rsp)) == OBSERVER_ONLY
+
+
+@pytest.mark.parametrize(
+    ("required", "words"),
+    [
+        (NOT_FETCHED, "waiting for Crossplane to fetch InferenceGateway platform/inference"),
+        (ABSENT, "InferenceGateway platform/inference not found"),
+        (
+            gw_required(without_status_gateway(READY_GW)),
+            "InferenceGateway platform/inference has not published status.gateway",
+        ),
+    ],
+    ids=["not fetched yet", "absent", "not published"],
+)
+def test_why_the_gateway_cannot_be_read_is_in_the_message(
+    required: dict[str, list[dict[str, Any]]], words: str
+) -> None:
+    got = condition(run(make_request(XR, ROUTE_INPUT, {}, required)), "RoutingReady")
+    assert got.message == words or got.message.startswith(words)
+
+
+def test_composed_resources_are_ready_exactly_when_in_effect() -> None:
+    observed = unaccepted(COMPOSED, "backend-vllm")
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    ready = {n for n, r in rsp.desired.resources.items() if r.ready == fnv1.READY_TRUE}
+    assert ready == set(COMPOSED) - {"backend-vllm"}
+
+
+def test_an_event_is_emitted_only_when_routing_ready_changes() -> None:
+    first = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert [r.reason for r in first.results] == [RoutingReason.AVAILABLE]
+    xr = copy.deepcopy(XR)
+    xr["status"] = {
+        "conditions": [
+            {"type": "RoutingReady", "status": "True", "reason": "Available", "message": c.message}
+            for c in first.conditions
+        ]
+    }
+    again = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert list(again.results) == []

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
+from function.readiness import condition_true_query, deployment_rollout_query
 from tests.cel_eval import eval_reference
 from tests.support import (
     EXAMPLES,
@@ -142,3 +144,70 @@ def test_each_example_means_what_it_is_for(example: Example) -> None:
     else:
         query = desired(rsp)["envoy-deployment"]["spec"]["readiness"]["celQuery"]
         assert eval_reference(query, as_production_json(manifest)) is meaning.cel
+
+
+# --- what each composed Object is: its name, how its readiness is judged, whether it only observes ---
+
+CEL_ON = "condition"
+ROLLOUT = "rollout"
+CREATED = "created"
+
+# composition-resource-name -> (Object name, readiness, the condition it reads, observe-only)
+OBJECTS = {
+    "defaults-ready": {
+        "envoy-proxy": ("inference-envoyproxy-1699b98e", CREATED, None, False),
+        "gateway": ("inference-gateway-7263f92f", CEL_ON, "Programmed", False),
+        "anchor-route": ("inference-anchor-12afe203", CEL_ON, "Accepted", False),
+        "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
+        "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", CREATED, None, False),
+    },
+    "gateway-ready-route-composed": {
+        "gateway-observer": ("llama-gateway-observer-35870d8b", CEL_ON, "GatewayReady", True),
+        "route": ("llama-route-7394ad15", CEL_ON, "Accepted", False),
+        "backend-vllm": ("llama-backend-vllm-704b4329", CEL_ON, "Accepted", False),
+        "service-backend-vllm": ("llama-service-backend-vllm-7ac9e1c7", CEL_ON, "Accepted", False),
+        "backend-hosted": ("llama-backend-hosted-1cb2c932", CEL_ON, "Accepted", False),
+        "service-backend-hosted": ("llama-service-backend-hosted-c8c88440", CEL_ON, "Accepted", False),
+        "security-policy-hosted": ("llama-security-policy-hosted-b3442b55", CEL_ON, "Accepted", False),
+    },
+}
+# Composed resources the example's observed state shows in effect: Crossplane
+# is told exactly these are ready.
+READY = {
+    "defaults-ready": {"envoy-proxy", "gateway", "anchor-route", "envoy-deployment"},
+    "gateway-ready-route-composed": set(OBJECTS["gateway-ready-route-composed"]) - {"gateway-observer"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTS))
+def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) -> None:
+    """A Gateway judged by mere creation would make GatewayReady lie; an unwatched judged
+    Object would make it late; a managed observer would fight Envoy Gateway."""
+    example = next(e for e in EXAMPLE_LIST if e.name == name)
+    rsp, _ = _call(example)
+    xr = load_yaml(EXAMPLES / example.xr)[0]
+    got = desired(rsp)
+    assert set(got) == set(OBJECTS[name])
+    for resource, (object_name, judged, condition, observe_only) in OBJECTS[name].items():
+        obj = got[resource]
+        assert obj["metadata"] == {"name": object_name, "namespace": xr["metadata"]["namespace"]}, resource
+        readiness = obj["spec"]["readiness"]
+        if judged == CREATED:
+            assert readiness == {"policy": "SuccessfulCreate"}, resource
+        elif judged == ROLLOUT:
+            assert readiness == {
+                "policy": "DeriveFromCelQuery",
+                "celQuery": deployment_rollout_query(AvailabilityPolicy.AT_LEAST_ONE, DEFAULT_EXTPROC_MARKER),
+            }, resource
+        else:
+            assert readiness == {
+                "policy": "DeriveFromCelQuery",
+                "celQuery": condition_true_query(str(condition)),
+            }, resource
+        # Watched exactly when its status feeds a condition.
+        assert obj["spec"].get("watch", False) is (judged != CREATED), resource
+        assert ("managementPolicies" in obj["spec"]) is observe_only, resource
+        if observe_only:
+            assert obj["spec"]["managementPolicies"] == ["Observe"]
+        ready = rsp.desired.resources[resource].ready == fnv1.READY_TRUE
+        assert ready is (resource in READY[name]), resource

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from function import structs
 from function.readiness import template_id
 from function.structs import StructView
+from tests.support import examples
 
 json_like = st.recursive(
     st.none()
@@ -26,7 +27,7 @@ json_like = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.text(max_size=10), json_like, max_size=6))
 def test_fill_and_to_dict_match_the_sdk(d: dict[str, Any]) -> None:
     ours = struct_pb2.Struct()

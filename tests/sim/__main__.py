@@ -22,6 +22,7 @@ from tests.sim.scenarios import (
     run_scenario,
     steady_cost,
 )
+from tests.sim.sweep import summary, sweep
 from tests.support import served_function
 
 
@@ -94,13 +95,22 @@ def main() -> int:
     with grpc_function() as call:
         results = run_all(call)
         steady = steady_cost(call)
+        points = sweep(call)
     text, violations, caught, total = report(results, steady)
     print(text)
     for (scenario, variant), m in results.items():
         if variant == REAL.name and _watches(scenario):
             for v in m.violations[:5]:
                 print(f"  real design, {scenario}: {v}")
-    return 0 if violations == 0 and caught == total else 1
+    print(summary(points))
+    for p in points:
+        for v in p.real_violations[:3]:
+            print(f"  {p.constant}={p.value}: real design: {v}")
+        for name, got in p.caught.items():
+            if not got:
+                print(f"  {p.constant}={p.value}: {name} not caught")
+    swept = all(not p.real_violations and all(p.caught.values()) for p in points)
+    return 0 if violations == 0 and caught == total and swept else 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ The invariants are what users see, never what an ablation does:
 6. a condition still disagrees with the truth it promises more than the lag
    bound after that truth changed (both directions);
 7. requests fail at the gateway (500, 503) while GatewayReady says True
-   (after the lag bound).
+   (after the lag bound);
+8. a model added to a gateway that is GatewayReady waits for an Envoy pod to
+   start before it is served (adding a model must never need a rollout).
 
 A fault the control plane cannot know of in advance (a route rejected, a
 listener broken, every pod crashing) fails requests at once; no design can
@@ -30,6 +32,7 @@ from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from tests.sim import world as world_model
 from tests.sim.control import XR, Ablation, Crossplane, Provider, RunFunction
 from tests.sim.world import Traffic, World
 from tests.support import EXAMPLES, GATEWAY_INPUT, ROUTE_INPUT, load_yaml
@@ -37,9 +40,15 @@ from tests.support import EXAMPLES, GATEWAY_INPUT, ROUTE_INPUT, load_yaml
 GATEWAY_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 ROUTE_XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
 GATEWAY = ("platform", "inference")
-# Once faults stop, everything is ready within this many seconds: a rollout
-# (two pods, 20 s each, and old pods draining), then the watches.
-CONVERGE_BOUND_SECONDS = 150
+
+
+def converge_bound() -> int:
+    """Once faults stop, everything is ready within this many seconds: two
+    rollouts' worth of pod starts and drains, then the watches (150 s at the
+    default timings; the timing sweep moves it with them)."""
+    return 4 * world_model.POD_START_SECONDS + 2 * world_model.DRAIN_SECONDS + 40
+
+
 # Every condition follows the truth it promises within this many seconds.
 LAG_BOUND_SECONDS = 5
 
@@ -120,8 +129,10 @@ class Metrics:
     steps: int = 0
     # Seconds from a change of the truth to the condition following it.
     lags: list[int] = field(default_factory=list)
-    # Lower bounds: the truth changed back (or the run ended) before the condition followed.
+    # Lower bounds: the run ended (or the XR went) before the condition followed.
     unfollowed: list[int] = field(default_factory=list)
+    # Seconds a condition disagreed with an unchanged world (it flipped on its own).
+    flips: list[int] = field(default_factory=list)
     # Function calls and API objects per ModelRoute, counted from the end of the run's setup.
     calls: dict[tuple[str, str, str], int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -131,39 +142,50 @@ class Metrics:
 
     @property
     def worst_lag(self) -> int:
-        return max([*self.lags, *self.unfollowed], default=0)
+        return max([*self.lags, *self.unfollowed, *self.flips], default=0)
 
 
 @dataclass
 class Follower:
-    """One condition of one XR against the truth it promises."""
+    """One condition of one XR against the truth it promises.
+
+    A disagreement is every run of seconds in which the condition is not the
+    truth: begun by the world changing (a lag) or by the condition changing
+    on its own (a flip the world did not make). Either way it must end within
+    LAG_BOUND_SECONDS (invariant 6).
+    """
 
     truth: bool = False
-    since: int = 0
-    following: bool = True  # the condition has caught up with the truth since it last changed
+    disagree_since: int | None = None
+    began_with_the_world: bool = False
     reported: bool = False
     failing_since: int | None = None
 
     def step(self, now: int, truth: bool, shown: bool, m: Metrics, what: str, *, blind: bool) -> None:
-        """`blind`: nothing can observe the change now (provider-kubernetes is down), so
-        the lag clock starts when it is back."""
-        if truth != self.truth:
-            if not self.following:
-                m.unfollowed.append(now - self.since)
-            self.truth, self.since, self.following, self.reported = truth, now, False, False
-        if blind and not self.following:
-            self.since = now
-        if not self.following and shown == truth:
-            self.following = True
-            m.lags.append(now - self.since)
-        if not self.following and not self.reported and now - self.since > LAG_BOUND_SECONDS:
+        """`blind`: nothing can observe the world now (provider-kubernetes is down), so
+        the clock starts when it is back."""
+        world_changed = truth != self.truth
+        self.truth = truth
+        if shown == truth:
+            if self.disagree_since is not None:
+                ended = m.lags if self.began_with_the_world else m.flips
+                ended.append(now - self.disagree_since)
+                self.disagree_since = None
+            elif world_changed:
+                m.lags.append(0)  # the condition had already said so
+            return
+        if self.disagree_since is None:
+            self.disagree_since, self.began_with_the_world, self.reported = now, world_changed, False
+        if blind:
+            self.disagree_since = now
+        if not self.reported and now - self.disagree_since > LAG_BOUND_SECONDS:
             self.reported = True
-            m.violate(6, now, f"{what} says {shown} {now - self.since}s after it became {truth}")
+            m.violate(6, now, f"{what} says {shown}, not {truth}, for {now - self.disagree_since}s")
 
     def close(self, now: int, m: Metrics) -> None:
-        if not self.following:
-            m.unfollowed.append(now - self.since)
-            self.following = True
+        if self.disagree_since is not None:
+            m.unfollowed.append(now - self.disagree_since)
+            self.disagree_since = None
 
     def failing(self, now: int, failed: bool) -> int:
         """Seconds requests have been failing, counting this one (0 when they succeed)."""
@@ -196,6 +218,8 @@ class Simulation:
         # (XR key, condition type) -> the follower of that condition.
         self._followers: dict[tuple[tuple[str, str, str], str], Follower] = {}
         self._served_once: set[str] = set()
+        # Models added while the gateway was GatewayReady: the second they were added.
+        self._added_to_ready: dict[str, int] = {}
         # The InferenceGateway names a Deployment that is not where Envoy
         # Gateway put it: GatewayReady cannot be promised until that is fixed.
         self.misconfigured = False
@@ -234,10 +258,23 @@ class Simulation:
             {"name": "vllm", "endpoint": {"hostname": f"{name}.team-a.svc", "port": 8000}}
         ]
         self.crossplane.create(XR("ModelRoute", body, ROUTE_INPUT))
+        gw = self.gateway()
+        # Only a gateway that says ready and is (its pods serve with the
+        # sidecar, and the provider is there to create the route).
+        if (
+            gw is not None
+            and gw.is_true("GatewayReady")
+            and self.world.gateway_serves(GATEWAY)
+            and not self.provider.stopped
+        ):
+            self._added_to_ready[body["spec"]["model"]] = self.world.now
         self.fault()
 
     def remove_route(self, name: str) -> None:
         self.crossplane.delete(("ModelRoute", "team-a", name))
+        # A model taken away is not expected to be served, nor when it comes back new.
+        self._served_once.discard(f"team-a/{name}")
+        self._added_to_ready.pop(f"team-a/{name}", None)
         self.fault()
 
     def drain_one(self) -> None:
@@ -250,6 +287,8 @@ class Simulation:
 
     def stop_provider(self) -> None:
         self.provider.stopped = True
+        # Nothing is created while the provider is down: no promise of a quick model.
+        self._added_to_ready.clear()
         self.fault()
 
     def start_provider(self) -> None:
@@ -387,6 +426,11 @@ class Simulation:
                     m.violate(1, now, f"{served.failed} requests for {model} failed while RoutingReady=True")
                 else:
                     detecting = True
+            added = self._added_to_ready.get(model)
+            if added is not None and (served.failed == 0 or now - added >= world_model.POD_START_SECONDS):
+                del self._added_to_ready[model]
+                if served.failed:
+                    m.violate(8, now, f"{model}, added to a ready gateway, not served {now - added}s later")
             if served.failed == 0:
                 self._served_once.add(model)
             elif model in self._served_once and self._sidecar_pods_serve() and model not in rejected_models:
@@ -442,7 +486,7 @@ class Simulation:
             )
             return
         m.converge_seconds = max(0, self._ready_since - self.last_fault)
-        if m.converge_seconds > CONVERGE_BOUND_SECONDS:
+        if m.converge_seconds > converge_bound():
             m.violate(4, self._ready_since, f"ready only {m.converge_seconds}s after the last fault")
 
 
@@ -579,13 +623,16 @@ def run_scenario(scenario: Scenario, run_function: RunFunction, ablation: Ablati
         gateway_namespace_mode=scenario.gateway_namespace_mode,
         watches=scenario.watches,
     )
+    # Scenarios are timed for the default pod start and drain; slower pods
+    # stretch every step, so each fault still lands where it was meant to.
+    stretch = max(1.0, world_model.POD_START_SECONDS / 20, world_model.DRAIN_SECONDS / 15)
     pending = sorted(scenario.steps, key=lambda s: s[0])
     for at, action in pending:
-        sim.run_until(at)
+        sim.run_until(round(at * stretch))
         action(sim)
         if scenario.drain and action is pending[-1][1]:
             sim.check_drain = True
-    sim.run_until(scenario.end)
+    sim.run_until(round(scenario.end * stretch))
     if scenario.converges:
         sim.check_convergence()
     sim.finish()

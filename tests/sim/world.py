@@ -436,6 +436,7 @@ class World:
             if len(available) - 1 < min_available or not available:
                 return False
             dep.terminate(min(available, key=lambda p: p.created), self.now)
+            self.changed.add(("Deployment", dep.namespace, dep.name))
             return True
         return False
 
@@ -445,6 +446,7 @@ class World:
             if dep.gateway == gateway:
                 for pod in dep.pods:
                     pod.crashed_until = self.now + seconds
+                self.changed.add(("Deployment", dep.namespace, dep.name))
 
     def upgrade_envoy(self, gateway: tuple[str, str], image: str) -> None:
         for dep in self.deployments.values():
@@ -452,6 +454,8 @@ class World:
                 dep.image = image
                 dep.change_template(self.now)
                 self.rollouts += 1
+                # A change made between steps: the API server bumped the generation now.
+                self.changed.add(("Deployment", dep.namespace, dep.name))
 
     # --- traffic ----------------------------------------------------------------------------
 

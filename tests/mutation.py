@@ -1,0 +1,71 @@
+"""`make mutation`: the score of a mutmut run over the modules that decide truth.
+
+Reads `mutmut results --all true` (run after `mutmut run`), and prints
+`mutation: K of N mutants killed (S%)`, then every survivor that is not in
+tests/equivalent_mutants.txt, the checked-in list of mutants argued to be
+equivalent (each with its reason). Exits 1 while any survivor is unexplained
+or the score is under the target.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "tests" / "equivalent_mutants.txt"
+TARGET = 0.90
+
+
+def results() -> dict[str, str]:
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "mutmut"), "results", "--all", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and name.startswith("function."):
+            found[name] = status
+    return found
+
+
+def equivalent() -> dict[str, str]:
+    """Mutant name -> why it is equivalent, from the checked-in list."""
+    argued = {}
+    for line in EQUIVALENT.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            argued[name] = why.strip()
+    return argued
+
+
+def main() -> int:
+    found = results()
+    if not found:
+        print("mutation: NOT RUN: no mutmut results (run `mutmut run` first)", file=sys.stderr)
+        return 1
+    counts = Counter(found.values())
+    checked = {n: s for n, s in found.items() if s not in ("not checked", "skipped")}
+    killed = sum(s == "killed" for s in checked.values())
+    argued = equivalent()
+    survivors = sorted(n for n, s in checked.items() if s != "killed")
+    unexplained = [n for n in survivors if n not in argued]
+    score = killed / len(checked) if checked else 0.0
+    print(
+        f"mutation: {killed} of {len(checked)} mutants killed ({score:.0%}); "
+        f"{len(survivors) - len(unexplained)} survivors argued equivalent, {len(unexplained)} unexplained"
+        + (f"; not checked {counts['not checked']}" if counts["not checked"] else "")
+    )
+    for name in unexplained:
+        print(f"  survived: {name} ({found[name]})")
+    return 0 if not unexplained and score >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
