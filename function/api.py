@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from function import cel_check
+
 # RFC 1123 label: what Kubernetes accepts for namespaces, Service-like names and
 # Gateway listener names.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -326,6 +328,57 @@ class Credentials(Model):
         return self
 
 
+# Kinds whose observed copy would hand a tenant data it may not read: the
+# observer's status holds the whole object, in the route's namespace.
+DATA_KINDS = {("", "Secret"), ("", "ConfigMap")}
+
+
+class WorkloadRef(Model):
+    """The Kubernetes object that serves a backend: a Deployment or StatefulSet of an
+    inference server, a KServe InferenceService, ... in the ModelRoute's own namespace."""
+
+    api_version: Annotated[
+        str, Field(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$")
+    ]
+    kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]{0,62}$")]
+    name: ObjectName
+    # Never set: present only so that setting it gets a clear refusal.
+    namespace: str | None = None
+    # A CEL expression over `object` that is true while the workload serves;
+    # a built-in one per well-known kind when unset.
+    readiness_query: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError(
+                "a workload must be in the ModelRoute's own namespace (its observed copy lands there): "
+                "leave namespace out"
+            )
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _not_data(cls, value: str, info: ValidationInfo) -> str:
+        group = str(info.data.get("api_version", "")).rpartition("/")[0]
+        if (group, value) in DATA_KINDS:
+            raise ValueError(
+                f"{value} holds data, not a workload: its observed copy would expose it to whoever reads "
+                "the ModelRoute's namespace"
+            )
+        return value
+
+    @field_validator("readiness_query")
+    @classmethod
+    def _boolean(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = cel_check.boolean_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+
 class Backend(Model):
     name: Name
     endpoint: Endpoint
@@ -337,6 +390,9 @@ class Backend(Model):
     # the schema (API_KEY_POLICY_BY_SCHEMA).
     api_key_secret_ref: SecretRef | None = None
     credentials: Credentials | None = None
+    # What serves this backend, if it runs in the cluster: RoutingReady then
+    # needs it serving. Unset for external providers (nothing to observe).
+    workload_ref: WorkloadRef | None = None
 
     @field_validator("api_key_secret_ref")
     @classmethod

@@ -16,6 +16,7 @@ from function.readiness import condition
 
 GATEWAY_READY = "GatewayReady"
 ROUTING_READY = "RoutingReady"
+BACKENDS_SERVING = "BackendsServing"
 
 
 class GatewayReason(StrEnum):
@@ -47,6 +48,19 @@ class RoutingReason(StrEnum):
     ROUTE_NOT_ACCEPTED = "RouteNotAccepted"
     # An AIServiceBackend (or its Backend) does not exist yet or is not Accepted.
     BACKEND_NOT_ACCEPTED = "BackendNotAccepted"
+    # No backend that would take the model's requests has a serving workload.
+    BACKEND_NOT_SERVING = "BackendNotServing"
+
+
+class BackendsReason(StrEnum):
+    """BackendsServing: how many backends serve, so a degraded model shows while it serves."""
+
+    # Every backend serves (one without a workloadRef counts: nothing to observe).
+    ALL_SERVING = "AllServing"
+    # Some serve, some do not.
+    DEGRADED = "Degraded"
+    # None serves.
+    NONE_SERVING = "NoneServing"
 
 
 @dataclass(frozen=True)

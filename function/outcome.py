@@ -53,6 +53,8 @@ class Outcome:
     ready: dict[str, bool] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
     verdict: Verdict | None = None
+    # Further conditions, informational: they do not decide the XR's Ready.
+    extra: list[Verdict] = field(default_factory=list)
     # (severity, reason, message) of events to emit.
     results: list[tuple[str, str, str]] = field(default_factory=list)
     requirements: dict[str, Requirement] = field(default_factory=dict)
@@ -116,6 +118,13 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         # resources' own readiness says.
         rsp.desired.composite.ready = fnv1.READY_TRUE if verdict.ready else fnv1.READY_FALSE
         rsp.meta.ttl.FromTimedelta(SETTLED_TTL if verdict.ready else WAITING_TTL)
+    for extra in outcome.extra:
+        response.set_conditions(
+            rsp,
+            resource.Condition(
+                typ=extra.type, status=extra.status, reason=extra.reason, message=extra.message
+            ),
+        )
     for severity, reason, message in outcome.results:
         rsp.results.append(fnv1.Result(severity=_SEVERITY[severity], reason=reason, message=message))
     for key in sorted(outcome.requirements):

@@ -87,6 +87,55 @@ def deployment_rollout_query(policy: AvailabilityPolicy, marker_annotation: str)
     return " && ".join(clauses)
 
 
+# Workload kinds whose rollout the built-in query reads from replica counts.
+REPLICATED = {("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")}
+
+
+def workload_query(api_version: str, kind: str) -> str:
+    """The built-in readiness query of a backend's workload: true while it serves.
+
+    A Deployment or StatefulSet serves while at least one replica is
+    available and it is not being scaled to zero. A rollout does not stop it
+    serving (the old replicas answer until the new ones are available), so,
+    unlike the Envoy Deployment's query, a rollout in progress is not "not
+    serving": the BackendsServing message says it is rolling. Anything else
+    (a KServe InferenceService, an LLMInferenceService, ...) serves while its
+    Ready condition is True.
+    """
+    if (api_version, kind) not in REPLICATED:
+        return condition_true_query("Ready")
+    return " && ".join(
+        [
+            # Zero counts are omitted: none available has no availableReplicas.
+            _has_path("object", "status.availableReplicas"),
+            "int(object.status.availableReplicas) >= 1",
+            # Scaled to zero: the remaining replicas are on their way out.
+            "(!has(object.spec) || !has(object.spec.replicas) || int(object.spec.replicas) >= 1)",
+        ]
+    )
+
+
+def workload_summary(api_version: str, kind: str, observed: Mapping[str, Any] | None) -> str:
+    """How a workload stands, in words with numbers, for a condition message."""
+    if observed is None:
+        return "not observed yet"
+    if target_gone(observed):
+        return f"{kind} not found"
+    manifest = observed_manifest(observed)
+    if manifest is None:
+        return "not observed yet"
+    if (api_version, kind) in REPLICATED:
+        desired = _count(get_path(manifest, "spec", "replicas")) or 0
+        available = _count(get_path(manifest, "status", "availableReplicas")) or 0
+        updated = _count(get_path(manifest, "status", "updatedReplicas")) or 0
+        rolling = "" if updated == desired else f", {updated} of {desired} updated"
+        return f"{available} of {desired} replicas available{rolling}"
+    ready = condition(manifest, "Ready")
+    if ready is None:
+        return "no Ready condition"
+    return f"Ready={ready.get('status')} ({ready.get('reason') or 'no reason'})"
+
+
 # --- reading observed Objects ---------------------------------------------------
 
 

@@ -32,7 +32,14 @@ from typing import Any
 
 from function import naming, readiness
 from function.api import API_KEY_POLICY_BY_SCHEMA, MODEL_HEADER, Backend, Input, ModelRouteSpec
-from function.conditions import GATEWAY_READY, ROUTING_READY, RoutingReason, Verdict
+from function.conditions import (
+    BACKENDS_SERVING,
+    GATEWAY_READY,
+    ROUTING_READY,
+    BackendsReason,
+    RoutingReason,
+    Verdict,
+)
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 
@@ -46,6 +53,7 @@ GATEWAY_OBSERVER = "gateway-observer"
 BACKEND_PREFIX = "backend-"
 SERVICE_BACKEND_PREFIX = "service-backend-"
 SECURITY_POLICY_PREFIX = "security-policy-"
+WORKLOAD_PREFIX = "workload-"
 
 _ACCEPTED = "Accepted"
 _BACKEND_GROUP = "gateway.envoyproxy.io"
@@ -132,6 +140,10 @@ class RoutePlan:
 # --- builders ----------------------------------------------------------------------
 
 
+# Manifest bodies: pinned by the expected renders and validated against the
+# upstream CRDs, both out of process; mutation testing (`make mutation`)
+# covers what decides truth, so it skips them.
+# pragma: no mutate start
 def build_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     endpoint = backend.endpoint
     if endpoint.hostname is not None:
@@ -240,6 +252,7 @@ def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any
     return manifest
 
 
+# pragma: no mutate end
 def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     parent: dict[str, Any] = {
         "group": "gateway.networking.k8s.io",
@@ -308,7 +321,24 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
             objects[SECURITY_POLICY_PREFIX + b.name] = obj(
                 plan.object_name("security-policy", b.name), build_security_policy(plan, b, auth)
             )
+        if b.workload_ref is not None:
+            objects[WORKLOAD_PREFIX + b.name] = build_workload_observer(plan, b)
     return objects
+
+
+def build_workload_observer(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+    """The observe-only, watched Object on what serves a backend, in the route's namespace."""
+    ref = backend.workload_ref
+    if ref is None:  # build_objects asks only for backends that name one
+        raise ValueError(f"backend {backend.name} names no workload")
+    return wrap(
+        name=plan.object_name("workload", backend.name),
+        namespace=plan.xr_namespace,
+        manifest=target_ref(ref.api_version, ref.kind, ref.name, plan.xr_namespace),
+        provider_config=plan.spec.provider_config_ref,
+        cel_query=ref.readiness_query or readiness.workload_query(ref.api_version, ref.kind),
+        observe_only=True,
+    )
 
 
 def removed_by_spec(name: str) -> bool:
@@ -319,7 +349,10 @@ def removed_by_spec(name: str) -> bool:
     policy of a backend whose API key was taken out. Anything else observed
     (a name this version does not know) is kept.
     """
-    return any(name.startswith(p) for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX))
+    return any(
+        name.startswith(p)
+        for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX, WORKLOAD_PREFIX)
+    )
 
 
 # --- readiness ---------------------------------------------------------------------
@@ -368,9 +401,14 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
         )
     # The gateway observer's readiness is the gateway's, judged above from the
-    # required resource Crossplane fetched for this call.
+    # required resource Crossplane fetched for this call; workloads are judged
+    # below, as serving or not.
     waiting = sorted(
-        name for name in composed if name not in (ROUTE, GATEWAY_OBSERVER) and not _ready(observed.get(name))
+        name
+        for name in composed
+        if name not in (ROUTE, GATEWAY_OBSERVER)
+        and not name.startswith(WORKLOAD_PREFIX)
+        and not _ready(observed.get(name))
     )
     if waiting:
         return Verdict(
@@ -379,11 +417,79 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.BACKEND_NOT_ACCEPTED,
             f"not Accepted yet: {', '.join(waiting)}",
         )
+    serving = backends_serving(plan, observed)
+    takers = taking_requests(plan.spec.backends)
+    if not any(serving[b.name] for b in takers):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.BACKEND_NOT_SERVING,
+            f"no backend that takes the model's requests is serving (priority {takers[0].priority}: "
+            f"{', '.join(b.name for b in takers)}); {serving_details(plan, observed)}",
+        )
     return Verdict(
         ROUTING_READY,
         True,
         RoutingReason.AVAILABLE,
         f"model {plan.model} is served through {where}",
+    )
+
+
+def backends_serving(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, bool]:
+    """Backend name -> whether its workload serves; one without a workloadRef counts as serving
+    (an external provider: nothing in the cluster to observe)."""
+    return {
+        b.name: b.workload_ref is None or _ready(observed.get(WORKLOAD_PREFIX + b.name))
+        for b in plan.spec.backends
+    }
+
+
+def taking_requests(backends: Sequence[Backend]) -> list[Backend]:
+    """The backends a request lands on: those with weight in the first priority level.
+
+    Envoy sends every request to the highest priority (lowest number) that has
+    healthy hosts, split by weight, and moves to the next level only for hosts
+    it has marked unhealthy. A backend behind a Service whose pods are gone
+    still looks healthy to Envoy (no health check or outlier ejection is
+    composed), so a dead first-level backend is not failed over: its requests
+    fail. Only the first level counts, and a weight of 0 takes nothing.
+    """
+    weighted = [b for b in backends if b.weight > 0] or list(backends)
+    first = min(b.priority for b in weighted)
+    return [b for b in weighted if b.priority == first]
+
+
+def serving_details(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> str:
+    """`<backend>: <how its workload stands>` for every backend with a workload, in spec order."""
+    parts = [
+        f"{b.name}: "
+        + readiness.workload_summary(
+            b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
+        )
+        for b in plan.spec.backends
+        if b.workload_ref is not None
+    ]
+    return "; ".join(parts) or "no backend names a workload"
+
+
+def serving_verdict(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
+    serving = backends_serving(plan, observed)
+    count = sum(serving.values())
+    total = len(serving)
+    unobserved = sum(b.workload_ref is None for b in plan.spec.backends)
+    if count == total:
+        reason = BackendsReason.ALL_SERVING
+    elif count == 0:
+        reason = BackendsReason.NONE_SERVING
+    else:
+        reason = BackendsReason.DEGRADED
+    note = f" ({unobserved} without a workloadRef, counted as serving)" if unobserved else ""
+    return Verdict(
+        BACKENDS_SERVING,
+        count == total,
+        reason,
+        f"{count} of {total} backends serving{note}; {serving_details(plan, observed)}",
     )
 
 
@@ -436,7 +542,9 @@ def compose(
             gateway["address"] = view.attachment.address
         status["gateway"] = gateway
     outcome.status = status
-    if verdict.changed_from(xr):
-        severity = "Normal" if verdict.ready else "Warning"
-        outcome.results.append((severity, verdict.reason, f"{ROUTING_READY}: {verdict.message}"))
+    outcome.extra = [serving_verdict(plan, observed)]
+    for v in (verdict, *outcome.extra):
+        if v.changed_from(xr):
+            severity = "Normal" if v.ready else "Warning"
+            outcome.results.append((severity, v.reason, f"{v.type}: {v.message}"))
     return outcome

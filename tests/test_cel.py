@@ -16,7 +16,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import RolloutState, condition_true_query, deployment_rollout_query
+from function.readiness import RolloutState, condition_true_query, deployment_rollout_query, workload_query
 from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
 from tests.support import as_production_json, examples, reach
 
@@ -366,8 +366,42 @@ def _without(obj: dict[str, Any], path: tuple[str, ...], key: str) -> dict[str, 
 FULL_DEPLOYMENT = deployment() | {"status": {**deployment()["status"], "terminatingReplicas": 0}}
 EMITTED_QUERIES = [
     *(deployment_rollout_query(policy, marker) for policy in AvailabilityPolicy for marker in (MARKER, "")),
-    *(condition_true_query(typ) for typ in ("Accepted", "Programmed", "GatewayReady")),
+    *(condition_true_query(typ) for typ in ("Accepted", "Programmed", "GatewayReady", "Ready")),
+    workload_query("apps/v1", "Deployment"),
 ]
+
+
+def _workload(replicas: int | None, available: int | None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "vllm"}}
+    if replicas is not None:
+        obj["spec"] = {"replicas": replicas}
+    if available:  # Kubernetes omits zero counts
+        obj["status"] = {"availableReplicas": available, "replicas": available}
+    return obj
+
+
+WORKLOAD_CASES = {
+    "scaled to zero, nothing left, does not serve": (_workload(0, None), False),
+    "scaled to zero while replicas are still going does not serve": (_workload(0, 2), False),
+    "one replica available of two serves": (_workload(2, 1), True),
+    "no replica available yet does not serve": (_workload(2, None), False),
+    "no spec.replicas (defaulted) with one available serves": (_workload(None, 1), True),
+    "no status at all does not serve": ({"spec": {"replicas": 1}}, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WORKLOAD_CASES), ids=str)
+def test_the_built_in_workload_query_under_production_typing(case: str) -> None:
+    obj, want = WORKLOAD_CASES[case]
+    query = workload_query("apps/v1", "StatefulSet")
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want
+
+
+def test_a_workload_of_any_other_kind_serves_while_ready() -> None:
+    assert workload_query("serving.kserve.io/v1beta1", "InferenceService") == condition_true_query("Ready")
 
 
 @pytest.mark.parametrize("query", EMITTED_QUERIES, ids=lambda q: q[:60])

@@ -90,6 +90,16 @@ EXAMPLE_LIST = [
         for req in ("ready", "rolling-out", "absent")
         for obs in ("never-composed", "composed")
     ],
+    *[
+        Example(
+            f"gateway-ready-{state}",
+            f"{RT}/xr-workload.yaml",
+            f"{RT}/composition.yaml",
+            observed=f"{RT}/observed/{state}",
+            required=f"{RT}/required/ready",
+        )
+        for state in ("workload-serving", "workload-scaled-to-zero", "workload-rolling-out")
+    ],
 ]
 
 

@@ -624,6 +624,7 @@ def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() 
     xr["spec"]["backends"].append(
         _backend("AWSBedrock", credentials={"aws": {"region": "r", "credentialsSecretRef": {"name": "x"}}})
         | {"tls": {"caConfigMapRef": {"name": "ca"}}}
+        | {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}}
     )
     rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
     own = xr["metadata"]["namespace"]
@@ -640,7 +641,7 @@ def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() 
                 "metadata": {"name": ref["name"], "namespace": ref.get("namespace", own)},
             }
             continue
-        parents = manifest["spec"].pop("parentRefs", [])
+        parents = manifest.get("spec", {}).pop("parentRefs", [])
         assert all(p["namespace"] == gateway_ns for p in parents)
         assert set(_namespaces(manifest)) == {own}, name
 
@@ -726,15 +727,151 @@ def test_composed_resources_are_ready_exactly_when_in_effect() -> None:
     assert ready == set(COMPOSED) - {"backend-vllm"}
 
 
-def test_an_event_is_emitted_only_when_routing_ready_changes() -> None:
+def test_an_event_is_emitted_only_when_a_condition_changes() -> None:
     first = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert [r.reason for r in first.results] == [RoutingReason.AVAILABLE]
+    assert [r.reason for r in first.results] == [RoutingReason.AVAILABLE, "AllServing"]
     xr = copy.deepcopy(XR)
     xr["status"] = {
         "conditions": [
-            {"type": "RoutingReady", "status": "True", "reason": "Available", "message": c.message}
+            {"type": c.type, "status": "True", "reason": c.reason, "message": c.message}
             for c in first.conditions
         ]
     }
     again = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
     assert list(again.results) == []
+
+
+# --- backends that can serve: workload references (issue #16) -------------------------------
+
+WORKLOAD_XR = load_yaml(EXAMPLES / "model-route" / "xr-workload.yaml")[0]
+
+
+def _fatal(xr: dict[str, Any]) -> str:
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    fatals = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatals) == 1, fatals
+    return fatals[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"namespace": "kube-system"}, "workloadRef.namespace", "own namespace"),
+        ({"apiVersion": "v1", "kind": "Secret"}, "workloadRef.kind", "holds data"),
+        ({"apiVersion": "v1", "kind": "ConfigMap"}, "workloadRef.kind", "holds data"),
+        ({"readinessQuery": "object.status.replicas + 1"}, "workloadRef.readinessQuery", "boolean"),
+        ({"readinessQuery": "object.status. &&"}, "workloadRef.readinessQuery", "not a valid CEL expression"),
+        ({"name": "Not_A_Name"}, "workloadRef.name", ""),
+    ],
+    ids=[
+        "a workload in another namespace",
+        "a Secret as a workload",
+        "a ConfigMap as a workload",
+        "a query that is not boolean",
+        "a query that does not parse",
+        "a name Kubernetes would refuse",
+    ],
+)
+def test_a_bad_workload_reference_is_one_fatal_naming_the_field(
+    change: dict[str, Any], field: str, words: str
+) -> None:
+    xr = copy.deepcopy(WORKLOAD_XR)
+    xr["spec"]["backends"][0]["workloadRef"] |= change
+    message = _fatal(xr)
+    assert f"spec.backends[0].{field}" in message
+    assert words in message
+
+
+def test_a_workload_is_observed_in_the_routes_own_namespace_watched_with_its_query() -> None:
+    xr = copy.deepcopy(WORKLOAD_XR)
+    xr["spec"]["backends"][0]["workloadRef"]["readinessQuery"] = "has(object.status)"
+    obj = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["workload-vllm"]
+    assert obj["metadata"]["namespace"] == "team-a"
+    assert obj["spec"]["managementPolicies"] == ["Observe"]
+    assert obj["spec"]["watch"] is True
+    assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery", "celQuery": "has(object.status)"}
+    assert obj["spec"]["forProvider"]["manifest"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm-llama", "namespace": "team-a"},
+    }
+
+
+def _backend_at(name: str, weight: int, priority: int, workload: bool) -> dict[str, Any]:
+    b: dict[str, Any] = {
+        "name": name,
+        "endpoint": {"hostname": f"{name}.team-a.svc", "port": 8000},
+        "weight": weight,
+        "priority": priority,
+    }
+    if workload:
+        b["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    return b
+
+
+def _served(observed: dict[str, dict[str, Any]], name: str, serving: bool) -> None:
+    observed[f"workload-{name}"] = {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": f"llama-workload-{name}", "namespace": "team-a"},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True" if serving else "False"},
+                {"type": "Synced", "status": "True"},
+            ]
+        },
+    }
+
+
+# (backends as (name, weight, priority, serving or None for no workloadRef)) -> RoutingReady, BackendsServing
+SERVING_CASES = {
+    "one backend serving": ([("a", 1, 0, True)], True, "AllServing"),
+    "one backend not serving": ([("a", 1, 0, False)], False, "NoneServing"),
+    "two equal backends, one dead: the model still serves, degraded": (
+        [("a", 1, 0, True), ("b", 1, 0, False)],
+        True,
+        "Degraded",
+    ),
+    "the first priority dead, a serving fallback: no failover, not served": (
+        [("a", 1, 0, False), ("b", 1, 1, True)],
+        False,
+        "Degraded",
+    ),
+    "a dead backend of weight 0 takes nothing": ([("a", 0, 0, False), ("b", 1, 0, True)], True, "Degraded"),
+    "an external backend (no workloadRef) counts as serving": (
+        [("a", 1, 0, False), ("b", 1, 0, None)],
+        True,
+        "Degraded",
+    ),
+    "every weight 0: the first level still decides": (
+        [("a", 0, 0, False), ("b", 0, 1, True)],
+        False,
+        "Degraded",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SERVING_CASES), ids=str)
+def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) -> None:
+    backends, routing, serving_reason = SERVING_CASES[case]
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [_backend_at(n, w, p, s is not None) for n, w, p, s in backends]
+    composed = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))
+    observed = {
+        name: {
+            **obj,
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}]
+            },
+        }
+        for name, obj in composed.items()
+    }
+    for n, _, _, s in backends:
+        if s is not None:
+            _served(observed, n, s)
+    rsp = run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    got = condition(rsp, "RoutingReady")
+    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is routing, got.message
+    if not routing:
+        assert got.reason == RoutingReason.BACKEND_NOT_SERVING
+    assert condition(rsp, "BackendsServing").reason == serving_reason

@@ -52,6 +52,8 @@ class Meaning:
     resources: set[str]
     # The observer's CEL query on the observed Deployment; None: nothing observed.
     cel: bool | None = None
+    # BackendsServing (status, reason) for a route whose backends name workloads.
+    serving: tuple[int, str] | None = None
     why: str = ""
 
 
@@ -102,6 +104,25 @@ MEANINGS = {
     ),
     "gateway-absent-route-composed": Meaning(
         "RoutingReady", FALSE, "GatewayNotFound", ROUTE, why="what was composed is kept as observed"
+    ),
+    "gateway-ready-workload-serving": Meaning(
+        "RoutingReady", TRUE, "Available", ROUTE | {"workload-vllm"}, serving=(TRUE, "AllServing")
+    ),
+    "gateway-ready-workload-scaled-to-zero": Meaning(
+        "RoutingReady",
+        FALSE,
+        "BackendNotServing",
+        ROUTE | {"workload-vllm"},
+        serving=(FALSE, "Degraded"),
+        why="vllm takes every request (priority 0) and serves none; the hosted fallback is not failed over to",
+    ),
+    "gateway-ready-workload-rolling-out": Meaning(
+        "RoutingReady",
+        TRUE,
+        "Available",
+        ROUTE | {"workload-vllm"},
+        serving=(TRUE, "AllServing"),
+        why="old replicas serve until new ones are available",
     ),
 }
 
