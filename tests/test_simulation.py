@@ -108,6 +108,11 @@ def test_what_each_ablation_breaks(results: dict[tuple[str, str], Metrics]) -> N
     assert no_anchor.rollouts > real.rollouts
     acceptance = results[("first gateway and first model", "(b) acceptance only")]
     assert acceptance.lying_seconds > 0
+    ignored = results[("a model's server scaled to zero and back, then to two", "(d) ignore workloads")]
+    assert ignored.lying_seconds > 60  # RoutingReady True while the server is at zero
+    served = results[("a model's server scaled to zero and back, then to two", REAL.name)]
+    assert served.lying_seconds == 0
+    assert served.failed > 0  # the model did fail: the condition said so
     withheld = results[("an Envoy upgrade rollout", "(c) withhold routes")]
     assert withheld.gc_deletions > 0
     assert any(v.startswith("invariant 3 ") for v in withheld.violations)
@@ -118,11 +123,11 @@ def test_the_report_ends_with_the_summary_and_lag_lines(
 ) -> None:
     text, violations, caught, total = report(results, steady)
     assert violations == 0
-    assert caught == total == 3
+    assert caught == total == 4
     summary, lag = text.splitlines()[-2:]
     assert summary == (
         f"scenarios {len(SCENARIOS)}, steps {sum(m.steps for m in results.values())}, "
-        "invariant violations 0, ablations caught 3 of 3"
+        "invariant violations 0, ablations caught 4 of 4"
     )
     assert lag.startswith("truth lag p50 ")
     assert f"max {max(results[(t, REAL.name)].worst_lag for t in WATCHED)} s (watches on)" in lag
@@ -225,4 +230,4 @@ def test_the_timing_sweep_breaks_nothing_and_catches_every_ablation_everywhere(c
     assert all(all(p.caught.values()) for p in points), [
         (p.constant, p.value, name) for p in points for name, got in p.caught.items() if not got
     ]
-    assert summary(points).endswith("real design violations 0, ablations caught 3 of 3 at every point")
+    assert summary(points).endswith("real design violations 0, ablations caught 4 of 4 at every point")

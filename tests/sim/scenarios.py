@@ -94,6 +94,21 @@ class AcceptanceOnly(Ablation):
         rsp.desired.composite.ready = fnv1.READY_TRUE if accepted else fnv1.READY_FALSE
 
 
+class IgnoreWorkloads(Ablation):
+    """(d) RoutingReady as if no backend named its workload (today's upstream behaviour)."""
+
+    name = "(d) ignore workloads"
+
+    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
+        if xr.kind != "ModelRoute":
+            return
+        for c in rsp.conditions:
+            if c.type == "RoutingReady" and c.reason == "BackendNotServing":
+                c.status = fnv1.STATUS_CONDITION_TRUE
+                c.reason = "Available"
+                rsp.desired.composite.ready = fnv1.READY_TRUE
+
+
 class WithholdRoutes(Ablation):
     """(c) Compose routes only while the gateway is ready."""
 
@@ -110,7 +125,7 @@ class WithholdRoutes(Ablation):
 
 
 REAL = Ablation()
-VARIANTS: list[Ablation] = [REAL, NoAnchor(), AcceptanceOnly(), WithholdRoutes()]
+VARIANTS: list[Ablation] = [REAL, NoAnchor(), AcceptanceOnly(), WithholdRoutes(), IgnoreWorkloads()]
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -250,13 +265,18 @@ class Simulation:
         self.crossplane.delete(("InferenceGateway", *GATEWAY))
         self.fault()
 
-    def add_route(self, name: str) -> None:
+    def add_route(self, name: str, *, workload: bool = False) -> None:
         body = copy.deepcopy(ROUTE_XR)
         body["metadata"]["name"] = name
         body["spec"]["model"] = f"team-a/{name}"
-        body["spec"]["backends"] = [
-            {"name": "vllm", "endpoint": {"hostname": f"{name}.team-a.svc", "port": 8000}}
-        ]
+        backend: dict[str, Any] = {
+            "name": "vllm",
+            "endpoint": {"hostname": f"{name}.team-a.svc", "port": 8000},
+        }
+        if workload:
+            self.world.serve_model(body["spec"]["model"], "team-a", f"{name}-vllm")
+            backend["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{name}-vllm"}
+        body["spec"]["backends"] = [backend]
         self.crossplane.create(XR("ModelRoute", body, ROUTE_INPUT))
         gw = self.gateway()
         # Only a gateway that says ready and is (its pods serve with the
@@ -316,6 +336,10 @@ class Simulation:
 
     def fix_listener(self) -> None:
         self.world.broken_listeners.discard(GATEWAY)
+        self.fault()
+
+    def scale_model_server(self, name: str, replicas: int) -> None:
+        self.world.scale_workload("team-a", f"{name}-vllm", replicas)
         self.fault()
 
     def crash_envoy(self, seconds: int) -> None:
@@ -433,7 +457,12 @@ class Simulation:
                     m.violate(8, now, f"{model}, added to a ready gateway, not served {now - added}s later")
             if served.failed == 0:
                 self._served_once.add(model)
-            elif model in self._served_once and self._sidecar_pods_serve() and model not in rejected_models:
+            elif (
+                model in self._served_once
+                and self._sidecar_pods_serve()
+                and model not in rejected_models
+                and not self.world.model_server_down(model)
+            ):
                 m.violate(3, now, f"{model} was served and is not, while its gateway's pods serve")
             follower.step(
                 now,
@@ -521,6 +550,11 @@ def _with_route(sim: Simulation) -> None:
     sim.add_route("llama")
 
 
+def _with_served_route(sim: Simulation) -> None:
+    sim.add_gateway()
+    sim.add_route("llama", workload=True)
+
+
 # Faults the control plane learns of only by watching, each lasting longer
 # than provider-kubernetes' 10-minute poll of a Ready Object, so that the
 # runs without watches show how late they are noticed.
@@ -603,6 +637,16 @@ SCENARIOS = [
         ],
         end=400,
         converges=False,
+    ),
+    Scenario(
+        "a model's server scaled to zero and back, then to two",
+        [
+            (0, _with_served_route),
+            (200, lambda s: s.scale_model_server("llama", 0)),
+            (320, lambda s: s.scale_model_server("llama", 1)),
+            (440, lambda s: s.scale_model_server("llama", 2)),
+        ],
+        end=600,
     ),
     *WATCHED_FAULTS,
     *(

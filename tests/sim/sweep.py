@@ -33,6 +33,7 @@ from tests.sim.scenarios import (
     REAL,
     SCENARIOS,
     AcceptanceOnly,
+    IgnoreWorkloads,
     Metrics,
     NoAnchor,
     Scenario,
@@ -58,6 +59,7 @@ TARGETS: list[tuple[Ablation, str]] = [
     (NoAnchor(), "the last model removed, then a new one added"),
     (AcceptanceOnly(), "first gateway and first model"),
     (WithholdRoutes(), "an Envoy upgrade rollout"),
+    (IgnoreWorkloads(), "a model's server scaled to zero and back, then to two"),
 ]
 
 

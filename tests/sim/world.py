@@ -156,16 +156,49 @@ class Deployment:
 
 
 @dataclass
+class Workload:
+    """A model server's Deployment (vLLM): replicas start in POD_START_SECONDS;
+    scaled down, they go at once (out of the Service's endpoints)."""
+
+    namespace: str
+    name: str
+    replicas: int
+    # The second each current replica was created.
+    started: list[int] = field(default_factory=list)
+    generation: int = 1
+
+    def available(self, now: int) -> int:
+        return sum(now >= t + POD_START_SECONDS for t in self.started)
+
+    def manifest(self, now: int) -> dict[str, Any]:
+        status = {
+            "observedGeneration": self.generation,
+            "replicas": len(self.started),
+            "updatedReplicas": len(self.started),
+            "availableReplicas": self.available(now),
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": self.name, "namespace": self.namespace, "generation": self.generation},
+            "spec": {"replicas": self.replicas},
+            "status": {k: v for k, v in status.items() if v},
+        }
+
+
+@dataclass
 class Traffic:
     requests: int = 0
     ok: int = 0
     errors_500: int = 0
     not_found: int = 0
     unavailable: int = 0
+    # 503 from behind the gateway: the model's server has no available replica.
+    no_backend: int = 0
 
     @property
     def failed(self) -> int:
-        return self.errors_500 + self.not_found + self.unavailable
+        return self.errors_500 + self.not_found + self.unavailable + self.no_backend
 
 
 @dataclass(frozen=True)
@@ -196,6 +229,9 @@ class World:
         self.rollouts = 0
         self.changed: set[Key] = set()  # targets whose content changed this tick
         self._pod_serial = 0
+        # Model servers, and which one serves each model.
+        self.workloads: dict[tuple[str, str], Workload] = {}
+        self.model_workload: dict[str, tuple[str, str]] = {}
         # Faults: AIGatewayRoutes rejected, Gateways whose listener is broken.
         self.rejected: set[Key] = set()
         self.broken_listeners: set[tuple[str, str]] = set()
@@ -232,6 +268,9 @@ class World:
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if kind == "Deployment":
+            workload = self.workloads.get((namespace, name))
+            if workload is not None:
+                return workload.manifest(self.now)
             dep = self.deployments.get((namespace, name))
             return dep.manifest(self.now) if dep else None
         return self.objects.get((kind, namespace, name))
@@ -276,6 +315,7 @@ class World:
 
     def step(self) -> None:
         before = {key: dep.manifest(self.now) for key, dep in self.deployments.items()}
+        served_before = {key: w.manifest(self.now) for key, w in self.workloads.items()}
         self.now += 1
         self._route_history.append(self.effective_routes())
         self._accept()
@@ -287,6 +327,9 @@ class World:
         for key in set(before) | set(self.deployments):
             dep = self.deployments.get(key)
             if dep is None or before.get(key) != dep.manifest(self.now):
+                self.changed.add(("Deployment", *key))
+        for key, workload in self.workloads.items():
+            if served_before.get(key) != workload.manifest(self.now):
                 self.changed.add(("Deployment", *key))
 
     def _set_status(self, key: Key, status: dict[str, Any]) -> None:
@@ -440,6 +483,23 @@ class World:
             return True
         return False
 
+    def serve_model(self, model: str, namespace: str, name: str) -> None:
+        """A model server for the model: one replica, starting now."""
+        self.workloads[(namespace, name)] = Workload(namespace, name, 1, [self.now])
+        self.model_workload[model] = (namespace, name)
+        self.changed.add(("Deployment", namespace, name))
+
+    def scale_workload(self, namespace: str, name: str, replicas: int) -> None:
+        workload = self.workloads[(namespace, name)]
+        workload.replicas = replicas
+        workload.generation += 1
+        workload.started = workload.started[:replicas] + [self.now] * max(0, replicas - len(workload.started))
+        self.changed.add(("Deployment", namespace, name))
+
+    def model_server_down(self, model: str) -> bool:
+        server = self.workloads.get(self.model_workload.get(model, ("", "")))
+        return server is not None and server.available(self.now) == 0
+
     def crash_pods(self, gateway: tuple[str, str], seconds: int) -> None:
         """Every Envoy pod of the gateway crashes and is not ready again for `seconds`."""
         for dep in self.deployments.values():
@@ -474,9 +534,12 @@ class World:
             traffic.unavailable += 1
             return Served(1, 0)
         ok = 0
+        server = self.workloads.get(self.model_workload.get(model, ("", "")))
         for pod in pods:
             traffic.requests += 1
-            if not routed:
+            if routed and server is not None and server.available(self.now) == 0:
+                traffic.no_backend += 1  # the route works; nothing behind it answers
+            elif not routed:
                 traffic.not_found += 1  # no route matches: Envoy answers before any filter
             elif not pod.sidecar:
                 traffic.errors_500 += 1
