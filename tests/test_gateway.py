@@ -675,3 +675,16 @@ def test_a_resource_not_in_effect_is_named_in_the_message(name: str, words: str)
     ]
     got = condition(run(make_request(XR, GATEWAY_INPUT, observed)), "GatewayReady")
     assert words in got.message
+
+
+def test_only_a_string_address_is_published() -> None:
+    observed = observed_state("ready")
+    observed[GATEWAY]["status"]["atProvider"]["manifest"]["status"]["addresses"] = [
+        {"type": "IPAddress", "value": 7},
+        "not an object",
+        {"type": "IPAddress", "value": "10.0.0.9"},
+    ]
+    status = resource.struct_to_dict(
+        run(make_request(XR, GATEWAY_INPUT, observed)).desired.composite.resource
+    )
+    assert status["status"]["gateway"]["address"] == "10.0.0.9"

@@ -655,7 +655,8 @@ def test_a_paused_gateway_is_not_trusted_whatever_its_stale_gateway_ready_says()
     ]
     rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
     got = condition(rsp, "RoutingReady")
-    assert got.reason == RoutingReason.GATEWAY_NOT_READY
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
     assert "paused" in got.message
     assert set(desired(rsp)) == ALL_NAMES
 
@@ -875,3 +876,23 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     if not routing:
         assert got.reason == RoutingReason.BACKEND_NOT_SERVING
     assert condition(rsp, "BackendsServing").reason == serving_reason
+
+
+def test_the_request_timeout_is_the_route_rules_timeout() -> None:
+    rule = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"]["spec"][
+        "forProvider"
+    ]["manifest"]["spec"]["rules"][0]
+    assert rule["timeouts"] == {"request": XR["spec"]["timeouts"]["request"]}
+    xr = copy.deepcopy(XR)
+    del xr["spec"]["timeouts"]
+    rule = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"]["spec"][
+        "forProvider"
+    ]["manifest"]["spec"]["rules"][0]
+    assert "timeouts" not in rule
+
+
+def test_an_event_is_a_warning_when_its_condition_is_false() -> None:
+    ready = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert [r.severity for r in ready.results] == [fnv1.SEVERITY_NORMAL, fnv1.SEVERITY_NORMAL]
+    waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
+    assert [r.severity for r in waiting.results] == [fnv1.SEVERITY_WARNING, fnv1.SEVERITY_NORMAL]

@@ -173,6 +173,22 @@ CEL_ON = "condition"
 ROLLOUT = "rollout"
 CREATED = "created"
 
+# What each Object manages or observes: (apiVersion, kind, namespace) of its manifest.
+TARGETS = {
+    "envoy-proxy": ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy", "platform"),
+    "gateway": ("gateway.networking.k8s.io/v1", "Gateway", "platform"),
+    "anchor-route": ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", "platform"),
+    "envoy-deployment": ("apps/v1", "Deployment", "envoy-gateway-system"),
+    "client-traffic-policy": ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy", "platform"),
+    "gateway-observer": ("ai.example.org/v1alpha1", "InferenceGateway", "platform"),
+    "route": ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", "team-a"),
+    "backend-vllm": ("gateway.envoyproxy.io/v1alpha1", "Backend", "team-a"),
+    "service-backend-vllm": ("aigateway.envoyproxy.io/v1beta1", "AIServiceBackend", "team-a"),
+    "backend-hosted": ("gateway.envoyproxy.io/v1alpha1", "Backend", "team-a"),
+    "service-backend-hosted": ("aigateway.envoyproxy.io/v1beta1", "AIServiceBackend", "team-a"),
+    "security-policy-hosted": ("aigateway.envoyproxy.io/v1beta1", "BackendSecurityPolicy", "team-a"),
+}
+
 # composition-resource-name -> (Object name, readiness, the condition it reads, observe-only)
 OBJECTS = {
     "defaults-ready": {
@@ -212,6 +228,9 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
     for resource, (object_name, judged, condition, observe_only) in OBJECTS[name].items():
         obj = got[resource]
         assert obj["metadata"] == {"name": object_name, "namespace": xr["metadata"]["namespace"]}, resource
+        manifest = obj["spec"]["forProvider"]["manifest"]
+        target = (manifest["apiVersion"], manifest["kind"], manifest["metadata"]["namespace"])
+        assert target == TARGETS[resource], resource
         readiness = obj["spec"]["readiness"]
         if judged == CREATED:
             assert readiness == {"policy": "SuccessfulCreate"}, resource

@@ -470,6 +470,89 @@ def route_follows_gateway(env: Env, r: Report) -> None:
     )
 
 
+def backend_scaled_to_zero(env: Env, r: Report) -> None:
+    """A model's own server scaled to zero and back: RoutingReady follows within seconds
+    (BackendNotServing, then Available), through the route's watched workload observer."""
+    server = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm-llama", "namespace": ROUTE[0]},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "vllm-llama"}},
+            "template": {
+                "metadata": {"labels": {"app": "vllm-llama"}},
+                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+            },
+        },
+    }
+    env.kube.apply(server)
+    # The provider's dry-run patch of observed objects, in this application namespace (README).
+    env.kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "provider-kubernetes-workload-dry-run", "namespace": ROUTE[0]},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "provider-kubernetes-envoy-deployment-dry-run",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "provider-kubernetes", "namespace": "crossplane-system"}
+            ],
+        }
+    )
+    doc = _route_doc_one_backend()
+    doc["spec"]["backends"][0]["workloadRef"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "vllm-llama",
+    }
+    env.kube.apply(doc)
+    wait("RoutingReady=True with the server up", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+
+    def scale(replicas: int) -> float:
+        env.kube.merge_patch(
+            "apps/v1", "Deployment", "vllm-llama", ROUTE[0], {"spec": {"replicas": replicas}}
+        )
+        return time.time()
+
+    def reason_is(reason: str) -> dict[str, Any]:
+        return wait(  # type: ignore[no-any-return]
+            f"RoutingReady {reason}",
+            lambda: (rt := env.route()) and condition(rt, "RoutingReady").get("reason") == reason and rt,
+            60,
+            interval=0.1,
+        )
+
+    down_at = scale(0)
+    down = reason_is("BackendNotServing")
+    assert "vllm: 0 of 0 replicas available" in condition(down, "RoutingReady")["message"]
+    up_at = scale(1)
+    up = reason_is("Available")
+    server_ready = max(
+        pod_ready_at(p)
+        for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
+        if not p["metadata"].get("deletionTimestamp")
+    )
+    lags = {
+        "RoutingReady False after the scale to zero": ts(
+            condition(down, "RoutingReady")["lastTransitionTime"]
+        )
+        - int(down_at),
+        "RoutingReady True after the new replica was Ready": ts(
+            condition(up, "RoutingReady")["lastTransitionTime"]
+        )
+        - server_ready,
+    }
+    r.lags.extend(lags.values())
+    assert up_at <= server_ready + 1
+    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
+    assert not late, f"RoutingReady followed the model's server later than {TRUTH_BOUND_S} s: {late}"
+    r.notes.append(", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+
+
 def bad_input(env: Env, r: Report) -> None:
     """Input the function refuses: one fatal result, the XR not Synced, nothing touched; then restored."""
     composition = EXAMPLES / "configuration" / "inferencegateway-composition.yaml"
@@ -510,6 +593,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     anchor_ablation,
     route_before_gateway_ready,
     route_follows_gateway,
+    backend_scaled_to_zero,
     bad_input,
 ]
 
