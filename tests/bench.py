@@ -74,8 +74,13 @@ def start(cmd: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
 
 def route_request(backends: int) -> fnv1.RunFunctionRequest:
     xr = copy.deepcopy(load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0])
+    # Each backend with an API key: a BackendSecurityPolicy each, as issue #18 measured.
     xr["spec"]["backends"] = [
-        {"name": f"b{i}", "endpoint": {"hostname": f"vllm-{i}.example", "port": 8000}}
+        {
+            "name": f"b{i}",
+            "endpoint": {"hostname": f"vllm-{i}.example", "port": 8000},
+            "apiKeySecretRef": {"name": f"key-{i}"},
+        }
         for i in range(backends)
     ]
     gw = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
