@@ -525,7 +525,15 @@ def backend_scaled_to_zero(env: Env, r: Report) -> None:
         "name": "vllm-llama",
     }
     env.kube.apply(doc)
-    wait("RoutingReady=True with the server up", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+    wait(
+        "RoutingReady=True with the server observed serving",
+        lambda: (
+            (rt := env.route())
+            and true(rt, "RoutingReady")
+            and "vllm: 1 of 1 replicas available" in str(condition(rt, "BackendsServing").get("message"))
+        ),
+        CONVERGE_S,
+    )
 
     def scale(replicas: int) -> float:
         env.kube.merge_patch(
