@@ -390,6 +390,9 @@ class Backend(Model):
     # the schema (API_KEY_POLICY_BY_SCHEMA).
     api_key_secret_ref: SecretRef | None = None
     credentials: Credentials | None = None
+    # The model name sent to this backend, when it differs from the one clients
+    # ask for (an Azure deployment name, a provider-versioned name).
+    model_name_override: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     # What serves this backend, if it runs in the cluster: RoutingReady then
     # needs it serving. Unset for external providers (nothing to observe).
     workload_ref: WorkloadRef | None = None
@@ -440,6 +443,9 @@ class ModelRouteSpec(Model):
     # An AIGatewayRoute rule takes at most 128 backendRefs.
     backends: list[Backend] = Field(min_length=1, max_length=128)
     timeouts: Timeouts | None = None
+    # Record input, output and total tokens of each request in Envoy's dynamic
+    # metadata (llmRequestCosts), for token rate limits and usage accounting.
+    record_token_usage: bool = True
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
 
     @model_validator(mode="after")

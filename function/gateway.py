@@ -330,6 +330,17 @@ def derive_verdict(
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
 
 
+def listener_url(listener: Listener, address: str) -> str:
+    """Where clients reach a listener: its hostname if it names one, else the Gateway's address."""
+    host = listener.hostname if listener.hostname and not listener.hostname.startswith("*") else address
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    scheme = "https" if listener.protocol == "HTTPS" else "http"
+    default = 443 if scheme == "https" else 80
+    port = "" if listener.port == default else f":{listener.port}"
+    return f"{scheme}://{host}{port}"
+
+
 def _status(
     plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None
 ) -> dict[str, Any]:
@@ -341,11 +352,14 @@ def _status(
     }
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
-        values = [
-            a.get("value") for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
+        values: list[str] = [
+            a["value"] for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
         ]
         if values:
             gateway["address"] = values[0]
+            urls = [listener_url(listener, values[0]) for listener in plan.spec.listeners]
+            gateway["url"] = urls[0]
+            gateway["urls"] = urls
     namespace, name = plan.deployment
     deployment: dict[str, Any] = {"name": name, "namespace": namespace}
     observer = observed.get(OBSERVER)

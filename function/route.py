@@ -67,6 +67,8 @@ class Attachment:
     namespace: str
     listener: str | None
     address: str | None
+    # Where clients send requests, as the gateway publishes it.
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         namespace=namespace,
         listener=_str(readiness.get_path(status, "listener")),
         address=_str(readiness.get_path(status, "address")),
+        url=_str(readiness.get_path(status, "url")),
     )
     return GatewayView(
         attachment,
@@ -265,10 +268,7 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     rule: dict[str, Any] = {
         # Exactly the model header: this is what `/v1/models` lists.
         "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": plan.model}]}],
-        "backendRefs": [
-            {"name": plan.target_name(b), "weight": b.weight, "priority": b.priority}
-            for b in plan.spec.backends
-        ],
+        "backendRefs": [backend_ref(plan, b) for b in plan.spec.backends],
     }
     if plan.spec.timeouts is not None and plan.spec.timeouts.request is not None:
         rule["timeouts"] = {"request": plan.spec.timeouts.request}
@@ -276,7 +276,31 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
         plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.route_name, plan.xr_namespace
     )
     manifest["spec"] = {"parentRefs": [parent], "rules": [rule]}
+    if plan.spec.record_token_usage:
+        manifest["spec"]["llmRequestCosts"] = [
+            {"metadataKey": key, "type": typ} for key, typ in TOKEN_USAGE_COSTS
+        ]
     return manifest
+
+
+# The dynamic-metadata keys (namespace io.envoy.ai_gateway) token usage is
+# recorded under: what BackendTrafficPolicy rate limits and access logs read.
+TOKEN_USAGE_COSTS = (
+    ("llm_input_token", "InputToken"),
+    ("llm_output_token", "OutputToken"),
+    ("llm_total_token", "TotalToken"),
+)
+
+
+def backend_ref(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+    ref: dict[str, Any] = {
+        "name": plan.target_name(backend),
+        "weight": backend.weight,
+        "priority": backend.priority,
+    }
+    if backend.model_name_override is not None:
+        ref["modelNameOverride"] = backend.model_name_override
+    return ref
 
 
 def build_gateway_observer(plan: RoutePlan, ref: Requirement) -> dict[str, Any]:
@@ -540,6 +564,8 @@ def compose(
         }
         if view.attachment.address is not None:
             gateway["address"] = view.attachment.address
+        if view.attachment.url is not None:
+            gateway["url"] = view.attachment.url
         status["gateway"] = gateway
     outcome.status = status
     outcome.extra = [serving_verdict(plan, observed)]

@@ -11,7 +11,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import gateway
-from function.api import InferenceGatewaySpec, Input
+from function.api import InferenceGatewaySpec, Input, Listener
 from function.conditions import GatewayReason
 from function.gateway import ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER, GatewayPlan
 from function.naming import pinned_deployment_name, unique_name
@@ -501,6 +501,8 @@ def test_status_publishes_where_routes_attach_and_the_deployment_summary() -> No
         "namespace": "platform",
         "listener": "http",
         "address": "172.18.0.200",
+        "url": "http://172.18.0.200",
+        "urls": ["http://172.18.0.200"],
     }
     assert status["deployment"] == {
         "name": pinned_deployment_name("platform", "inference"),
@@ -688,3 +690,36 @@ def test_only_a_string_address_is_published() -> None:
         run(make_request(XR, GATEWAY_INPUT, observed)).desired.composite.resource
     )
     assert status["status"]["gateway"]["address"] == "10.0.0.9"
+
+
+URL_CASES = {
+    "an HTTP listener on port 80 has no port in its URL": ({"name": "a"}, "10.0.0.1", "http://10.0.0.1"),
+    "an HTTP listener on another port names it": (
+        {"name": "a", "port": 8080},
+        "10.0.0.1",
+        "http://10.0.0.1:8080",
+    ),
+    "an HTTPS listener with a hostname is reached by that name": (
+        {
+            "name": "a",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "ai.example.com",
+            "tls": {"certificateRefs": [{"name": "cert"}]},
+        },
+        "10.0.0.1",
+        "https://ai.example.com",
+    ),
+    "a wildcard hostname falls back to the address": (
+        {"name": "a", "hostname": "*.example.com"},
+        "10.0.0.1",
+        "http://10.0.0.1",
+    ),
+    "an IPv6 address is bracketed": ({"name": "a", "port": 8080}, "fd00::1", "http://[fd00::1]:8080"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(URL_CASES), ids=str)
+def test_the_url_clients_use_for_each_listener(case: str) -> None:
+    listener, address, want = URL_CASES[case]
+    assert gateway.listener_url(Listener.model_validate(listener), address) == want

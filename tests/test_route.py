@@ -195,7 +195,12 @@ def test_the_route_matches_exactly_the_model_header_and_weights_backends() -> No
     ]
     assert rule["backendRefs"] == [
         {"name": unique_name("llama", "vllm", identity=("backend",)), "weight": 1.0, "priority": 0.0},
-        {"name": unique_name("llama", "hosted", identity=("backend",)), "weight": 1.0, "priority": 1.0},
+        {
+            "name": unique_name("llama", "hosted", identity=("backend",)),
+            "weight": 1.0,
+            "priority": 1.0,
+            "modelNameOverride": "llama-3.1-8b-instruct",
+        },
     ]
     assert route["spec"]["parentRefs"] == [
         {
@@ -223,7 +228,12 @@ def test_status_says_what_to_send_where() -> None:
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
     assert status == {
         "model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gateway": {"name": "inference", "namespace": "platform", "address": "172.18.0.200"},
+        "gateway": {
+            "name": "inference",
+            "namespace": "platform",
+            "address": "172.18.0.200",
+            "url": "http://172.18.0.200",
+        },
     }
 
 
@@ -896,3 +906,49 @@ def test_an_event_is_a_warning_when_its_condition_is_false() -> None:
     assert [r.severity for r in ready.results] == [fnv1.SEVERITY_NORMAL, fnv1.SEVERITY_NORMAL]
     waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
     assert [r.severity for r in waiting.results] == [fnv1.SEVERITY_WARNING, fnv1.SEVERITY_NORMAL]
+
+
+# --- what platform teams expect of a model route (issue #15) ---------------------------------
+
+
+def _route_spec(xr: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"][
+        "spec"
+    ]["forProvider"]["manifest"]["spec"]
+    return spec
+
+
+def test_a_backend_may_be_sent_its_own_name_for_the_model() -> None:
+    refs = {r["name"].split("-")[1]: r for r in _route_spec(XR)["rules"][0]["backendRefs"]}
+    assert refs["hosted"]["modelNameOverride"] == "llama-3.1-8b-instruct"
+    assert "modelNameOverride" not in refs["vllm"]
+
+
+def test_token_usage_is_recorded_unless_turned_off() -> None:
+    assert _route_spec(XR)["llmRequestCosts"] == [
+        {"metadataKey": "llm_input_token", "type": "InputToken"},
+        {"metadataKey": "llm_output_token", "type": "OutputToken"},
+        {"metadataKey": "llm_total_token", "type": "TotalToken"},
+    ]
+    xr = copy.deepcopy(XR)
+    xr["spec"]["recordTokenUsage"] = False
+    assert "llmRequestCosts" not in _route_spec(xr)
+
+
+def test_the_route_publishes_where_to_send_requests() -> None:
+    status = resource.struct_to_dict(
+        run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))).desired.composite.resource
+    )["status"]
+    assert status["model"] == XR["spec"]["model"]
+    assert status["gateway"]["url"] == READY_GW["status"]["gateway"]["url"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"modelNameOverride": ""}, "modelNameOverride"), ({"modelNameOverride": 7}, "modelNameOverride")],
+    ids=["an empty model name override", "a model name override that is not a string"],
+)
+def test_a_bad_model_name_override_is_one_fatal_naming_it(change: dict[str, Any], field: str) -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"][1] |= change
+    assert f"spec.backends[1].{field}" in _fatal(xr)
