@@ -83,6 +83,12 @@ CASES = [
     ),
     Case("an empty object is not ready", {}, AT_LEAST_ONE, False),
     Case(
+        "All: every replica updated but one not available is not ready",
+        deployment(replicas=2, updated=2, available=1),
+        ALL,
+        False,
+    ),
+    Case(
         "a Deployment without metadata.generation is not ready",
         deployment(generation=None),
         AT_LEAST_ONE,

@@ -723,3 +723,10 @@ URL_CASES = {
 def test_the_url_clients_use_for_each_listener(case: str) -> None:
     listener, address, want = URL_CASES[case]
     assert gateway.listener_url(Listener.model_validate(listener), address) == want
+
+
+def test_the_status_says_whether_the_ext_proc_marker_is_on_the_template() -> None:
+    status = resource.struct_to_dict(
+        run(make_request(XR, GATEWAY_INPUT, observed_state("marker-missing"))).desired.composite.resource
+    )["status"]
+    assert status["deployment"]["extProcInjected"] is False

@@ -12,8 +12,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from function import readiness
 from function.conditions import RoutingReason
 from function.naming import unique_name
+from function.readiness import workload_query
 from function.route import GATEWAY_REQUIREMENT
 from tests.support import (
     EXAMPLES,
@@ -854,6 +856,16 @@ SERVING_CASES = {
         True,
         "Degraded",
     ),
+    "a serving backend of weight 0 takes nothing: its dead sibling gets every request": (
+        [("a", 0, 0, True), ("b", 1, 0, False)],
+        False,
+        "Degraded",
+    ),
+    "a weight of 1 takes requests like any other": (
+        [("a", 1, 0, True), ("b", 2, 1, False)],
+        True,
+        "Degraded",
+    ),
     "every weight 0: the first level still decides": (
         [("a", 0, 0, False), ("b", 0, 1, True)],
         False,
@@ -952,3 +964,85 @@ def test_a_bad_model_name_override_is_one_fatal_naming_it(change: dict[str, Any]
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"][1] |= change
     assert f"spec.backends[1].{field}" in _fatal(xr)
+
+
+def test_a_workload_observer_is_named_for_its_backend_and_judged_by_the_built_in_query() -> None:
+    obj = desired(run(make_request(WORKLOAD_XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["workload-vllm"]
+    assert obj["metadata"]["name"] == unique_name("llama", "workload", "vllm", identity=("ModelRoute",))
+    assert obj["spec"]["readiness"]["celQuery"] == workload_query("apps/v1", "Deployment")
+    assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "default"}
+
+
+def _workload_object(
+    manifest: dict[str, Any] | None, synced: str = "True", message: str = ""
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": [{"type": "Synced", "status": synced, "message": message}]}
+    if manifest is not None:
+        status["atProvider"] = {"manifest": manifest}
+    return {"status": status}
+
+
+WORKLOAD_SUMMARIES = {
+    "nothing observed yet": (None, "not observed yet"),
+    "an Object without a manifest yet": (_workload_object(None), "not observed yet"),
+    "a Deployment that is gone": (
+        _workload_object({"kind": "Deployment"}, "False", "observe failed: external resource does not exist"),
+        "Deployment not found",
+    ),
+    "two of two available": (
+        _workload_object({"spec": {"replicas": 2}, "status": {"availableReplicas": 2, "updatedReplicas": 2}}),
+        "2 of 2 replicas available",
+    ),
+    "rolling: one of two updated": (
+        _workload_object({"spec": {"replicas": 2}, "status": {"availableReplicas": 2, "updatedReplicas": 1}}),
+        "2 of 2 replicas available, 1 of 2 updated",
+    ),
+    "scaled to zero, counts omitted": (
+        _workload_object({"spec": {"replicas": 0}, "status": {}}),
+        "0 of 0 replicas available",
+    ),
+    "no counts at all": (_workload_object({}), "0 of 0 replicas available"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WORKLOAD_SUMMARIES), ids=str)
+def test_how_a_replicated_workload_stands_in_words(case: str) -> None:
+    observed, want = WORKLOAD_SUMMARIES[case]
+    assert readiness.workload_summary("apps/v1", "Deployment", observed) == want
+
+
+@pytest.mark.parametrize(
+    ("conditions", "want"),
+    [
+        ([{"type": "Ready", "status": "True", "reason": "Ready"}], "Ready=True (Ready)"),
+        ([{"type": "Ready", "status": "False"}], "Ready=False (no reason)"),
+        ([{"type": "Other", "status": "True"}], "no Ready condition"),
+    ],
+    ids=["ready with a reason", "not ready without a reason", "no Ready condition"],
+)
+def test_how_any_other_workload_stands_in_words(conditions: list[dict[str, Any]], want: str) -> None:
+    observed = _workload_object({"status": {"conditions": conditions}})
+    assert readiness.workload_summary("serving.kserve.io/v1beta1", "InferenceService", observed) == want
+
+
+def test_backends_serving_says_how_many_and_how_each_stands() -> None:
+    example = load_yaml(EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml")
+    rsp = run(make_request(WORKLOAD_XR, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)))
+    assert condition(rsp, "BackendsServing").message == (
+        "1 of 2 backends serving (1 without a workloadRef, counted as serving); vllm: 0 of 0 replicas available"
+    )
+    assert condition(rsp, "RoutingReady").message == (
+        "no backend that takes the model's requests is serving (priority 0: vllm); vllm: 0 of 0 replicas available"
+    )
+    every = copy.deepcopy(WORKLOAD_XR)
+    every["spec"]["backends"] = every["spec"]["backends"][:1]
+    rsp = run(make_request(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)))
+    assert (
+        condition(rsp, "BackendsServing").message
+        == "0 of 1 backends serving; vllm: 0 of 0 replicas available"
+    )
+    assert condition(
+        run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))), "BackendsServing"
+    ).message == (
+        "2 of 2 backends serving (2 without a workloadRef, counted as serving); no backend names a workload"
+    )

@@ -30,17 +30,11 @@ from tests.support import (
     run,
 )
 from tests.test_examples import EXAMPLE_LIST, Example
+from tests.test_route import ALL_NAMES
 
 GATEWAY = {"anchor-route", "client-traffic-policy", "envoy-deployment", "envoy-proxy", "gateway"}
-ROUTE = {
-    "gateway-observer",
-    "route",
-    "backend-vllm",
-    "service-backend-vllm",
-    "backend-hosted",
-    "service-backend-hosted",
-    "security-policy-hosted",
-}
+# Everything a ModelRoute of the example composes (the test of the route composer states it).
+ROUTE = ALL_NAMES
 TRUE, FALSE = fnv1.STATUS_CONDITION_TRUE, fnv1.STATUS_CONDITION_FALSE
 
 

@@ -10,8 +10,11 @@ v1.8.1 and Envoy AI Gateway v1.1.0, see shared/docs/upstream-facts.md):
 - Envoy AI Gateway's webhook injects the ext-proc sidecar into a pod only if
   an effective route exists when the pod is created (as its informer sees it,
   a few seconds late); its controller stamps the pod template with the
-  ext-proc config hash once routes exist, and rolls the Deployment when
-  "routes exist" and "pods have the sidecar" disagree, never mid-rollout;
+  ext-proc config hash once routes exist (v1.1.0), and rolls the Deployment
+  when "routes exist" and "every pod has the sidecar" disagree or pods are
+  mixed, never mid-rollout as it judges one (generation not observed, or
+  status.replicas above updatedReplicas; v1.0.0 gateway.go, read from the
+  source);
 - a pod taken away (rollout, eviction, drain) terminates for a grace period,
   out of `status.replicas` but counted in `status.terminatingReplicas`
   (Kubernetes 1.35, DeploymentReplicaSetTerminatingReplicas on by default),
@@ -108,15 +111,13 @@ class Deployment:
         self.generation += 1
         self.observed_at = now + OBSERVE_GENERATION_SECONDS
 
-    def rolling(self, now: int) -> bool:
-        """Mid-rollout as `kubectl rollout status` sees it: not every pod current and available."""
+    def rolling(self) -> bool:
+        """Mid-rollout as Envoy AI Gateway judges it (v1.0.0 internal/controller/gateway.go
+        isRolloutInProgress): the generation is not observed yet, or status.replicas exceeds
+        status.updatedReplicas (an old-template pod is still there). Availability is not
+        waited for."""
         current = [p for p in self.pods if p.template == self.template]
-        return (
-            self.observed_generation < self.generation
-            or len(current) != len(self.pods)
-            or len(current) != self.replicas
-            or not all(p.available(now) for p in current)
-        )
+        return self.observed_generation < self.generation or len(self.pods) > len(current)
 
     def manifest(self, now: int) -> dict[str, Any]:
         """The Deployment as the API server would return it (zero counts omitted)."""
@@ -416,14 +417,18 @@ class World:
 
     def _ai_gateway(self) -> None:
         for dep in self.deployments.values():
-            if dep.rolling(self.now):
+            if dep.rolling():
                 continue  # never patch a Deployment mid-rollout
             routes = self.routes_seen_by_aigw(dep.gateway)
             sidecars = [p.sidecar for p in dep.pods]
             # Stamp the template with the ext-proc config hash once routes exist.
             needs_stamp = routes and MARKER not in dep.annotations
-            # "Routes exist" and "pods have the sidecar" disagree.
-            mismatch = (routes and not all(sidecars)) or (not routes and any(sidecars))
+            # "Routes exist" and "every pod has the sidecar" disagree, or pods are
+            # mixed (v1.0.0 annotateGatewayPods: hasSideCar needs one with and
+            # none without; a mix forces a rollout).
+            has_sidecar = any(sidecars) and all(sidecars)
+            mixed = any(sidecars) and not all(sidecars)
+            mismatch = routes != has_sidecar or mixed
             if not (needs_stamp or mismatch):
                 continue
             if needs_stamp:
