@@ -897,7 +897,12 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     assert (got.status == fnv1.STATUS_CONDITION_TRUE) is routing, got.message
     if not routing:
         assert got.reason == RoutingReason.BACKEND_NOT_SERVING
-    assert condition(rsp, "BackendsServing").reason == serving_reason
+    serving = condition(rsp, "BackendsServing")
+    assert serving.reason == serving_reason
+    named = [n for n, _, _, s in backends if s is not None]
+    for first, second in zip(named, named[1:], strict=False):
+        assert f"{first}: " in serving.message
+        assert f"; {second}: " in serving.message
 
 
 def test_the_request_timeout_is_the_route_rules_timeout() -> None:
