@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -900,7 +901,7 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     serving = condition(rsp, "BackendsServing")
     assert serving.reason == serving_reason
     named = [n for n, _, _, s in backends if s is not None]
-    for first, second in zip(named, named[1:], strict=False):
+    for first, second in itertools.pairwise(named):
         assert f"{first}: " in serving.message
         assert f"; {second}: " in serving.message
 
