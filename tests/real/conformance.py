@@ -119,11 +119,18 @@ def seed_builtin_schemas(cache: Path) -> str:
 
 
 def inner_manifests(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The manifests provider-kubernetes Objects carry (their schema is preserve-unknown-fields)."""
+    """The desired manifests provider-kubernetes Objects carry (their schema is preserve-unknown-fields).
+
+    An observe-only Object's manifest only names what to observe (an Envoy
+    Deployment, an InferenceGateway, a workload): it is never a desired state
+    and would fail its kind's required fields as one; the real control-plane
+    run shows the provider observing them.
+    """
     return [
         d["spec"]["forProvider"]["manifest"]
         for d in docs
         if d.get("kind") == "Object"
+        and d["spec"].get("managementPolicies") != ["Observe"]
         and isinstance(((d.get("spec") or {}).get("forProvider") or {}).get("manifest"), dict)
     ]
 
