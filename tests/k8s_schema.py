@@ -30,12 +30,16 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_math, ext_optional, ext_strings
 
 ROOT = Path(__file__).resolve().parent.parent
+# The folder shared beside the clone (upstream CRDs, fixtures, docs). SHARED_DIR
+# names it where ../shared is not beside the tree the tests run from: mutmut
+# runs them from a copy in mutants/.
+SHARED = Path(os.environ.get("SHARED_DIR") or ROOT.parent / "shared")
 
 
 def crd_dir() -> Path | None:
-    """CRD_DIR if set, else ../shared/crds if present, else .crds if filled."""
+    """CRD_DIR if set, else SHARED/crds if present, else .crds if filled."""
     env = os.environ.get("CRD_DIR")
-    candidates = [Path(env)] if env else [ROOT.parent / "shared" / "crds", ROOT / ".crds"]
+    candidates = [Path(env)] if env else [SHARED / "crds", ROOT / ".crds"]
     for path in candidates:
         if path.is_dir() and any(path.rglob("*.yaml")):
             return path

@@ -1,6 +1,7 @@
 """`make mutation`: the score of a mutmut run over the modules that decide truth.
 
-Reads `mutmut results --all true` (run after `mutmut run`), and prints
+Runs `mutmut run` (its output kept in _output/mutmut.log), reads
+`mutmut results --all true`, and prints
 `mutation: K of N mutants killed (S%)`, then every survivor that is not in
 tests/equivalent_mutants.txt, the checked-in list of mutants argued to be
 equivalent (each with its reason). Exits 1 while any survivor is unexplained
@@ -9,6 +10,7 @@ or the score is under the target.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -17,6 +19,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "tests" / "equivalent_mutants.txt"
 TARGET = 0.90
+LOG = ROOT / "_output" / "mutmut.log"
+
+
+def run_mutmut() -> int:
+    """`mutmut run` on every core, its spinner output to LOG; returns its exit code."""
+    LOG.parent.mkdir(exist_ok=True)
+    with LOG.open("w") as log:
+        return subprocess.call(
+            [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(os.cpu_count() or 1)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def log_tail(lines: int = 25) -> str:
+    """The end of mutmut's output without its spinner frames, for a run that checked nothing."""
+    text = LOG.read_text(errors="replace") if LOG.exists() else ""
+    # A spinner frame starts with a Braille pattern character (U+2800..U+28FF).
+    kept = [
+        line
+        for line in text.replace("\r", "\n").splitlines()
+        if line.strip() and not "\u2800" <= line.lstrip()[0] <= "\u28ff"
+    ]
+    return "\n".join(f"  | {line}" for line in kept[-lines:])
 
 
 def results() -> dict[str, str]:
@@ -46,12 +73,17 @@ def equivalent() -> dict[str, str]:
 
 
 def main() -> int:
+    code = run_mutmut()
     found = results()
-    if not found:
-        print("mutation: NOT RUN: no mutmut results (run `mutmut run` first)", file=sys.stderr)
-        return 1
     counts = Counter(found.values())
     checked = {n: s for n, s in found.items() if s not in ("not checked", "skipped")}
+    if not checked:
+        print(
+            f"!!! mutation: NOT RUN: mutmut exited {code} having checked none of {len(found)} mutants; "
+            f"the end of its output ({LOG.relative_to(ROOT)}):\n{log_tail()}",
+            file=sys.stderr,
+        )
+        return 1
     killed = sum(s == "killed" for s in checked.values())
     argued = equivalent()
     survivors = sorted(n for n, s in checked.items() if s != "killed")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,10 +22,11 @@ from function.naming import (
 )
 from function.route import Attachment, RoutePlan
 from function.route import build_objects as route_objects
+from tests.k8s_schema import SHARED
 from tests.sim.world import envoy_gateway_deployment_name
 from tests.support import GATEWAY_INPUT, ROUTE_INPUT, examples
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "envoy-gateway"
+FIXTURES = SHARED / "fixtures" / "envoy-gateway"
 
 
 @pytest.mark.parametrize(

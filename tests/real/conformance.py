@@ -32,13 +32,14 @@ from typing import Any
 
 import yaml
 
+from tests.k8s_schema import SHARED
 from tests.real import packages, toolchain
 from tests.real.process import ConformanceError, isolated, run
 from tests.real.versions import CROSSPLANE
 from tests.support import EXAMPLES, ROOT, served_function, yaml_docs
 from tests.test_examples import EXAMPLE_LIST, Example
 
-CRD_DIR = Path(os.environ.get("CRD_DIR") or ROOT.parent / "shared" / "crds")
+CRD_DIR = Path(os.environ.get("CRD_DIR") or SHARED / "crds")
 # Upstream CRDs the function's output and the install manifests are checked
 # against; Crossplane's own come from the CLI's module (the built-in schemas).
 UPSTREAM_CRD_FOLDERS = ("envoy-ai-gateway", "envoy-gateway", "gateway-api", "provider-kubernetes")
