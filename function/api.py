@@ -253,6 +253,19 @@ class APISchema(Model):
         "AWSAnthropic",
     ] = "OpenAI"
     prefix: Annotated[str, Field(max_length=253)] | None = None
+    # Azure OpenAI's `api-version`. Without it Envoy AI Gateway v1.0.0 sends
+    # `?api-version=` empty (seen in `make traffic`), which Azure's
+    # deployments API does not accept: every request would fail.
+    version: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+
+    @model_validator(mode="after")
+    def _azure_names_its_api_version(self) -> APISchema:
+        if self.name == "AzureOpenAI" and self.version is None:
+            raise ValueError(
+                "the AzureOpenAI schema needs version, Azure's api-version (such as 2025-01-01-preview): "
+                "without it every request is sent with an empty api-version"
+            )
+        return self
 
 
 def _default_schema() -> APISchema:
@@ -433,7 +446,40 @@ class Backend(Model):
 
 
 class Timeouts(Model):
+    # The whole request, first byte to last (Envoy AI Gateway's default when
+    # unset); "0s" turns it off.
     request: Annotated[str, Field(pattern=DURATION)] | None = None
+    # The longest pause between two bytes of a request or a streamed answer: a
+    # model that stops streaming mid-answer is cut off after it. "0s" turns
+    # it off. Five minutes leaves room for a long first token.
+    stream_idle: Annotated[str, Field(pattern=DURATION)] = "300s"
+
+
+class Retry(Model):
+    """Retries of one request on another endpoint, and on the next priority (fallback)."""
+
+    # Retries after the first attempt; 0 turns retrying off.
+    attempts: Annotated[int, Field(ge=0, le=10)] = 2
+    # Answers retried besides connection failures (a request that never
+    # reached the model). The default is the gateway-side 5xx: the model
+    # never answered; a 500 from the model itself is not retried twice over.
+    status_codes: Annotated[list[Annotated[int, Field(ge=500, le=599)]], Field(max_length=16)] = Field(
+        default_factory=lambda: [502, 503, 504]
+    )
+
+
+class OutlierDetection(Model):
+    """Passive health checking: an endpoint that keeps failing is ejected for a while."""
+
+    # Consecutive 5xx answers, or consecutive connection failures, that eject
+    # an endpoint; 0 turns ejection off.
+    consecutive_errors: Annotated[int, Field(ge=0, le=1000)] = 5
+    ejection_time: Annotated[str, Field(pattern=DURATION)] = "30s"
+
+
+class Resilience(Model):
+    retry: Retry = Field(default_factory=Retry)
+    outlier_detection: OutlierDetection = Field(default_factory=OutlierDetection)
 
 
 class ModelRouteSpec(Model):
@@ -442,7 +488,8 @@ class ModelRouteSpec(Model):
     model: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     # An AIGatewayRoute rule takes at most 128 backendRefs.
     backends: list[Backend] = Field(min_length=1, max_length=128)
-    timeouts: Timeouts | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    resilience: Resilience = Field(default_factory=Resilience)
     # Record input, output and total tokens of each request in Envoy's dynamic
     # metadata (llmRequestCosts), for token rate limits and usage accounting.
     record_token_usage: bool = True

@@ -42,6 +42,7 @@ from function.conditions import (
 )
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
+from function.resilience import build_traffic_policy
 
 # The requirement key under which Crossplane hands us the InferenceGateway.
 GATEWAY_REQUIREMENT = "inference-gateway"
@@ -49,6 +50,7 @@ GATEWAY_REQUIREMENT = "inference-gateway"
 # composition-resource-names. Per-backend names carry the backend's name, so a
 # backend taken out of the spec is recognisable among the observed resources.
 ROUTE = "route"
+TRAFFIC_POLICY = "traffic-policy"
 GATEWAY_OBSERVER = "gateway-observer"
 BACKEND_PREFIX = "backend-"
 SERVICE_BACKEND_PREFIX = "service-backend-"
@@ -182,6 +184,8 @@ def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     schema: dict[str, Any] = {"name": backend.schema_.name}
     if backend.schema_.prefix is not None:
         schema["prefix"] = backend.schema_.prefix
+    if backend.schema_.version is not None:
+        schema["version"] = backend.schema_.version
     manifest["spec"] = {
         "schema": schema,
         "backendRef": {
@@ -270,7 +274,7 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
         "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": plan.model}]}],
         "backendRefs": [backend_ref(plan, b) for b in plan.spec.backends],
     }
-    if plan.spec.timeouts is not None and plan.spec.timeouts.request is not None:
+    if plan.spec.timeouts.request is not None:
         rule["timeouts"] = {"request": plan.spec.timeouts.request}
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway, "AIGatewayRoute", plan.route_name, plan.xr_namespace
@@ -335,6 +339,22 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         )
 
     objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
+    # Ready once created: Envoy Gateway reports a policy per ancestor, and a
+    # policy it rejected leaves requests served, only without retries.
+    objects[TRAFFIC_POLICY] = wrap(
+        name=plan.object_name("traffic-policy"),
+        namespace=plan.xr_namespace,
+        manifest=build_traffic_policy(
+            api_version=plan.inp.api_versions.envoy_gateway,
+            name=plan.route_name,
+            namespace=plan.xr_namespace,
+            # The HTTPRoute Envoy AI Gateway makes of the AIGatewayRoute has its name.
+            http_route=plan.route_name,
+            resilience=plan.spec.resilience,
+            timeouts=plan.spec.timeouts,
+        ),
+        provider_config=provider,
+    )
     for b in plan.spec.backends:
         objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
         objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
@@ -442,14 +462,16 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"not Accepted yet: {', '.join(waiting)}",
         )
     serving = backends_serving(plan, observed)
-    takers = taking_requests(plan.spec.backends)
+    takers = taking_requests(plan.spec)
     if not any(serving[b.name] for b in takers):
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.BACKEND_NOT_SERVING,
-            f"no backend that takes the model's requests is serving (priority {takers[0].priority}: "
-            f"{', '.join(b.name for b in takers)}); {serving_details(plan, observed)}",
+            f"no backend that takes the model's requests is serving ({', '.join(b.name for b in takers)}); "
+            f"{serving_details(plan, observed)}"
+            if takers
+            else "every backend has weight 0: no request is sent to any",
         )
     return Verdict(
         ROUTING_READY,
@@ -468,17 +490,23 @@ def backends_serving(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]])
     }
 
 
-def taking_requests(backends: Sequence[Backend]) -> list[Backend]:
-    """The backends a request lands on: those with weight in the first priority level.
+def taking_requests(spec: ModelRouteSpec) -> list[Backend]:
+    """The backends a request can land on: those with weight, in the levels Envoy reaches.
 
     Envoy sends every request to the highest priority (lowest number) that has
-    healthy hosts, split by weight, and moves to the next level only for hosts
-    it has marked unhealthy. A backend behind a Service whose pods are gone
-    still looks healthy to Envoy (no health check or outlier ejection is
-    composed), so a dead first-level backend is not failed over: its requests
-    fail. Only the first level counts, and a weight of 0 takes nothing.
+    healthy hosts, split by weight. A backend behind a Service whose pods are
+    gone still looks healthy to Envoy until something says otherwise. With
+    retries or outlier ejection on (the route's BackendTrafficPolicy, on by
+    default), that something exists: a retry moves to the next priority, and
+    an endpoint that keeps failing is ejected, so every level with weight can
+    take the model's requests. With both off, a dead first-level backend is
+    never failed over: only the first level counts. A weight of 0 takes
+    nothing; with every weight 0, Gateway API answers every request 500.
     """
-    weighted = [b for b in backends if b.weight > 0] or list(backends)
+    weighted = [b for b in spec.backends if b.weight > 0]
+    resilience = spec.resilience
+    if not weighted or resilience.retry.attempts > 0 or resilience.outlier_detection.consecutive_errors > 0:
+        return weighted
     first = min(b.priority for b in weighted)
     return [b for b in weighted if b.priority == first]
 

@@ -52,10 +52,17 @@ ROUTE_XR["spec"]["backends"] += [
     {
         "name": "azure",
         "endpoint": {"hostname": "x.openai.azure.com", "port": 443},
-        "schema": {"name": "AzureOpenAI"},
+        "schema": {"name": "AzureOpenAI", "version": "2025-01-01-preview"},
         "credentials": {"azure": {"tenantID": "t", "clientID": "c", "clientSecretRef": {"name": "az"}}},
     },
 ]
+ROUTE_XR["spec"] |= {
+    "timeouts": {"request": "120s", "streamIdle": "0s"},
+    "resilience": {
+        "retry": {"attempts": 3, "statusCodes": [500, 503]},
+        "outlierDetection": {"consecutiveErrors": 0, "ejectionTime": "1m"},
+    },
+}
 
 # JSON as a protobuf Struct can hold it: numbers are doubles.
 json_values = st.recursive(

@@ -44,6 +44,7 @@ ALL_NAMES = OBSERVER_ONLY | {
     "backend-hosted",
     "service-backend-hosted",
     "security-policy-hosted",
+    "traffic-policy",
 }
 
 NOT_FETCHED: dict[str, list[dict[str, Any]]] = {}
@@ -244,7 +245,12 @@ def test_taking_a_backend_out_removes_exactly_its_resources() -> None:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [b for b in xr["spec"]["backends"] if b["name"] != "hosted"]
     rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert set(desired(rsp)) == OBSERVER_ONLY | {"route", "backend-vllm", "service-backend-vllm"}
+    assert set(desired(rsp)) == OBSERVER_ONLY | {
+        "route",
+        "backend-vllm",
+        "service-backend-vllm",
+        "traffic-policy",
+    }
 
 
 def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
@@ -401,7 +407,8 @@ def _backend(schema: str, **auth: Any) -> dict[str, Any]:
     return {
         "name": "b",
         "endpoint": {"hostname": "api.example.com", "port": 443},
-        "schema": {"name": schema},
+        # Azure OpenAI needs its api-version; the other schemas take none.
+        "schema": {"name": schema} | ({"version": "2025-01-01-preview"} if schema == "AzureOpenAI" else {}),
         **auth,
     }
 
@@ -542,6 +549,12 @@ def test_the_security_policy_type_follows_the_schema(case: AuthCase) -> None:
             "credentials",
             "not both",
             id="a key and credentials at once",
+        ),
+        pytest.param(
+            {**_backend("AzureOpenAI", **KEY), "schema": {"name": "AzureOpenAI"}},
+            "schema",
+            "needs version, Azure's api-version",
+            id="Azure OpenAI without its api-version",
         ),
     ],
 )
@@ -837,7 +850,9 @@ def _served(observed: dict[str, dict[str, Any]], name: str, serving: bool) -> No
     }
 
 
-# (backends as (name, weight, priority, serving or None for no workloadRef)) -> RoutingReady, BackendsServing
+# (backends as (name, weight, priority, serving or None for no workloadRef)) -> RoutingReady, BackendsServing,
+# with retries and ejection off: requests land on the first priority level only
+# (FAILOVER_CASES below have them on).
 SERVING_CASES = {
     "one backend serving": ([("a", 1, 0, True)], True, "AllServing"),
     "one backend not serving": ([("a", 1, 0, False)], False, "NoneServing"),
@@ -867,7 +882,7 @@ SERVING_CASES = {
         True,
         "Degraded",
     ),
-    "every weight 0: the first level still decides": (
+    "every weight 0: no request goes anywhere, whatever serves": (
         [("a", 0, 0, False), ("b", 0, 1, True)],
         False,
         "Degraded",
@@ -880,6 +895,7 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     backends, routing, serving_reason = SERVING_CASES[case]
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [_backend_at(n, w, p, s is not None) for n, w, p, s in backends]
+    xr["spec"]["resilience"] = NO_RETRY | NO_EJECTION
     composed = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))
     observed = {
         name: {
@@ -1037,9 +1053,8 @@ def test_backends_serving_says_how_many_and_how_each_stands() -> None:
     assert condition(rsp, "BackendsServing").message == (
         "1 of 2 backends serving (1 without a workloadRef, counted as serving); vllm: 0 of 0 replicas available"
     )
-    assert condition(rsp, "RoutingReady").message == (
-        "no backend that takes the model's requests is serving (priority 0: vllm); vllm: 0 of 0 replicas available"
-    )
+    # Retries and ejection are on by default: the hosted fallback takes vLLM's requests.
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
     every = copy.deepcopy(WORKLOAD_XR)
     every["spec"]["backends"] = every["spec"]["backends"][:1]
     rsp = run(make_request(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)))
@@ -1047,8 +1062,87 @@ def test_backends_serving_says_how_many_and_how_each_stands() -> None:
         condition(rsp, "BackendsServing").message
         == "0 of 1 backends serving; vllm: 0 of 0 replicas available"
     )
+    assert condition(rsp, "RoutingReady").message == (
+        "no backend that takes the model's requests is serving (vllm); vllm: 0 of 0 replicas available"
+    )
     assert condition(
         run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))), "BackendsServing"
     ).message == (
         "2 of 2 backends serving (2 without a workloadRef, counted as serving); no backend names a workload"
     )
+
+
+def test_azure_openai_is_sent_its_api_version() -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"] = [_backend("AzureOpenAI", **KEY)]
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
+    schema = desired(rsp)["service-backend-b"]["spec"]["forProvider"]["manifest"]["spec"]["schema"]
+    assert schema == {"name": "AzureOpenAI", "version": "2025-01-01-preview"}
+
+
+# --- failover: which backends take the model's requests ---------------------------------------
+
+NO_RETRY = {"retry": {"attempts": 0}}
+NO_EJECTION = {"outlierDetection": {"consecutiveErrors": 0}}
+
+
+@dataclass(frozen=True)
+class FailoverCase:
+    name: str
+    resilience: dict[str, Any]
+    weights: tuple[int, int]  # vllm's, the hosted fallback's
+    reason: RoutingReason
+
+
+FAILOVER_CASES = [
+    FailoverCase(
+        "with retries and ejection on (the default), the fallback takes a dead vLLM's requests",
+        {},
+        (1, 1),
+        RoutingReason.AVAILABLE,
+    ),
+    FailoverCase(
+        "with retries alone, the fallback takes a dead vLLM's requests",
+        NO_EJECTION,
+        (1, 1),
+        RoutingReason.AVAILABLE,
+    ),
+    FailoverCase(
+        "with ejection alone, the fallback takes a dead vLLM's requests",
+        NO_RETRY,
+        (1, 1),
+        RoutingReason.AVAILABLE,
+    ),
+    FailoverCase(
+        "with both off, a dead first level is never failed over",
+        NO_RETRY | NO_EJECTION,
+        (1, 1),
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+    FailoverCase(
+        "a fallback of weight 0 takes nothing, whatever retries do",
+        {},
+        (1, 0),
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+    FailoverCase(
+        "with every weight 0 nothing takes requests, retries or not",
+        {},
+        (0, 0),
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FAILOVER_CASES, ids=lambda c: c.name)
+def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
+    xr = copy.deepcopy(WORKLOAD_XR)
+    xr["spec"]["resilience"] = case.resilience
+    for backend, weight in zip(xr["spec"]["backends"], case.weights, strict=True):
+        backend["weight"] = weight
+    scaled_to_zero = load_yaml(
+        EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml"
+    )
+    rsp = run(make_request(xr, ROUTE_INPUT, by_resource_name(scaled_to_zero), gw_required(READY_GW)))
+    assert condition(rsp, "RoutingReady").reason == case.reason
+    assert condition(rsp, "BackendsServing").reason == "Degraded"

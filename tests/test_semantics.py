@@ -104,11 +104,11 @@ MEANINGS = {
     ),
     "gateway-ready-workload-scaled-to-zero": Meaning(
         "RoutingReady",
-        FALSE,
-        "BackendNotServing",
+        TRUE,
+        "Available",
         ROUTE | {"workload-vllm"},
         serving=(FALSE, "Degraded"),
-        why="vllm takes every request (priority 0) and serves none; the hosted fallback is not failed over to",
+        why="vllm serves none; retries (on by default) send its requests on to the hosted fallback",
     ),
     "gateway-ready-workload-rolling-out": Meaning(
         "RoutingReady",
@@ -181,6 +181,7 @@ TARGETS = {
     "backend-hosted": ("gateway.envoyproxy.io/v1alpha1", "Backend", "team-a"),
     "service-backend-hosted": ("aigateway.envoyproxy.io/v1beta1", "AIServiceBackend", "team-a"),
     "security-policy-hosted": ("aigateway.envoyproxy.io/v1beta1", "BackendSecurityPolicy", "team-a"),
+    "traffic-policy": ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", "team-a"),
 }
 
 # composition-resource-name -> (Object name, readiness, the condition it reads, observe-only)
@@ -200,6 +201,8 @@ OBJECTS = {
         "backend-hosted": ("llama-backend-hosted-1cb2c932", CEL_ON, "Accepted", False),
         "service-backend-hosted": ("llama-service-backend-hosted-c8c88440", CEL_ON, "Accepted", False),
         "security-policy-hosted": ("llama-security-policy-hosted-b3442b55", CEL_ON, "Accepted", False),
+        # Retries and ejection only: a rejected policy leaves requests served.
+        "traffic-policy": ("llama-traffic-policy-447d7e0d", CREATED, None, False),
     },
 }
 # Composed resources the example's observed state shows in effect: Crossplane

@@ -87,8 +87,9 @@ def test_conditions_follow_the_truth_in_both_directions(results: dict[tuple[str,
 
 def test_a_settled_model_route_costs_one_call_a_minute(steady: SteadyCost) -> None:
     assert steady.calls_per_minute <= 1
-    # The XR, four Objects (route, Backend, AIServiceBackend, gateway observer), three targets.
-    assert steady.objects == 8
+    # The XR; five Objects (route, Backend, AIServiceBackend, BackendTrafficPolicy,
+    # gateway observer); four targets (all but the observed InferenceGateway).
+    assert steady.objects == 10
 
 
 @pytest.mark.parametrize("ablation", [v.name for v in VARIANTS if v is not REAL])

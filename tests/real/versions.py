@@ -87,5 +87,11 @@ ENVOY_AI_GATEWAY = Component(
     name="envoy-ai-gateway",
     module="github.com/envoyproxy/ai-gateway",
     version="v1.0.0",
-    binaries={"envoy-ai-gateway-controller": "github.com/envoyproxy/ai-gateway/cmd/controller"},
+    binaries={
+        "envoy-ai-gateway-controller": "github.com/envoyproxy/ai-gateway/cmd/controller",
+        # The standalone runner: Envoy Gateway (file provider, host
+        # infrastructure), the extension server and ext-proc in one process,
+        # running the Envoy binary it finds in its data home (never fetched).
+        "aigw": "github.com/envoyproxy/ai-gateway/cmd/aigw",
+    },
 )

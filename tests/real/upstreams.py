@@ -1,0 +1,112 @@
+"""Fake model servers for the traffic check: they answer like a provider and record what reached them.
+
+Each server is one provider's wire format: OpenAI's chat completions (also
+Azure OpenAI's, under `/openai/deployments/<deployment>/`) and Anthropic's
+messages. Every request is recorded (path, headers, the model named in the
+body), so the check can say which backend a request reached, with which
+credentials and which model name. Each answer names its server, so the
+client side can tell too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Seen:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    model: str | None
+    body_bytes: int
+
+
+@dataclass
+class Upstream:
+    """One fake provider on 127.0.0.1: `kind` is `openai` (OpenAI and Azure paths) or `anthropic`."""
+
+    name: str
+    kind: str
+    seen: list[Seen] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    def start(self) -> Upstream:
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: Any) -> None:  # quiet: the checks read `seen`
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                model = body.get("model") if isinstance(body, dict) else None
+                with upstream._lock:
+                    upstream.seen.append(
+                        Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, model, len(raw))
+                    )
+                self._answer(200, upstream.answer(model))
+
+            def do_GET(self) -> None:
+                self._answer(404, {"error": {"message": f"{upstream.name} serves no GET"}})
+
+            def _answer(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def answer(self, model: str | None) -> dict[str, Any]:
+        text = f"answered by {self.name}"
+        if self.kind == "anthropic":
+            return {
+                "id": "msg_0",
+                "type": "message",
+                "role": "assistant",
+                "model": model or "unknown",
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 3, "output_tokens": 4},
+            }
+        return {
+            "id": "chatcmpl-0",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model or "unknown",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+        }
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.seen)
