@@ -166,6 +166,36 @@ def _default_pdb() -> PodDisruptionBudget:
     return PodDisruptionBudget(min_available=1)
 
 
+class SpreadPolicy(StrEnum):
+    """How Envoy's replicas are spread across the topology key's domains."""
+
+    # ScheduleAnyway: spread when it can, schedule anyway on a one-node cluster.
+    PREFERRED = "Preferred"
+    # DoNotSchedule: a replica stays Pending rather than share a domain, so
+    # the rollout (and GatewayReady) waits for a node.
+    REQUIRED = "Required"
+    NONE = "None"
+
+
+class Spread(Model):
+    policy: SpreadPolicy = SpreadPolicy.PREFERRED
+    topology_key: Annotated[str, Field(min_length=1, max_length=316, pattern=ANNOTATION_KEY)] = (
+        "kubernetes.io/hostname"
+    )
+
+
+class Shutdown(Model):
+    """Envoy's graceful drain when a pod stops (EnvoyProxy spec.shutdown)."""
+
+    # How long Envoy drains open connections before it exits. Envoy Gateway
+    # gives the pod this plus 5 minutes to terminate. Two minutes lets most
+    # streamed answers finish (Envoy Gateway's default is 60 s).
+    drain_timeout: Annotated[str, Field(pattern=DURATION)] = "120s"
+    # The least Envoy waits before exiting, for load balancers to stop
+    # sending it new connections.
+    min_drain_duration: Annotated[str, Field(pattern=DURATION)] = "10s"
+
+
 class Envoy(Model):
     # Two replicas by default: with one, every Envoy restart is an outage.
     replicas: Annotated[int, Field(ge=1, le=100)] = 2
@@ -175,6 +205,10 @@ class Envoy(Model):
     deploy_mode: DeployMode = DeployMode.CONTROLLER_NAMESPACE
     service_type: ServiceType = ServiceType.LOAD_BALANCER
     availability_policy: AvailabilityPolicy = AvailabilityPolicy.AT_LEAST_ONE
+    # Replicas on different nodes by default: with the PodDisruptionBudget, a
+    # node drain then takes one replica at a time and the others serve.
+    spread: Spread = Field(default_factory=Spread)
+    shutdown: Shutdown = Field(default_factory=Shutdown)
 
 
 class ProviderConfigRef(Model):

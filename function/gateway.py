@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import naming, readiness
-from function.api import MODEL_HEADER, DeploymentNaming, InferenceGatewaySpec, Input, Listener
+from function.api import MODEL_HEADER, DeploymentNaming, InferenceGatewaySpec, Input, Listener, SpreadPolicy
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, keep_observed
@@ -118,6 +118,8 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
     manifest = target_ref(
         plan.inp.api_versions.envoy_gateway, "EnvoyProxy", plan.gateway_name, plan.namespace
     )
+    if envoy.spread.policy is not SpreadPolicy.NONE:
+        deployment["pod"] = {"topologySpreadConstraints": [_spread(plan)]}
     manifest["spec"] = {
         "provider": {
             "type": "Kubernetes",
@@ -126,9 +128,34 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
                 "envoyPDB": budget,
                 "envoyService": {"type": envoy.service_type.value},
             },
-        }
+        },
+        "shutdown": {
+            "drainTimeout": envoy.shutdown.drain_timeout,
+            "minDrainDuration": envoy.shutdown.min_drain_duration,
+        },
     }
     return manifest
+
+
+def _spread(plan: GatewayPlan) -> dict[str, Any]:
+    """One constraint over this gateway's Envoy pods, selected by the labels Envoy Gateway gives them.
+
+    Envoy Gateway v1.8.1 copies the constraints into the pod spec as they are
+    (no selector of its own): the selector must name the pods, and these two
+    labels are in its stable Deployment selector.
+    """
+    spread = plan.spec.envoy.spread
+    return {
+        "maxSkew": 1,
+        "topologyKey": spread.topology_key,
+        "whenUnsatisfiable": "DoNotSchedule" if spread.policy is SpreadPolicy.REQUIRED else "ScheduleAnyway",
+        "labelSelector": {
+            "matchLabels": {
+                "gateway.envoyproxy.io/owning-gateway-name": plan.gateway_name,
+                "gateway.envoyproxy.io/owning-gateway-namespace": plan.namespace,
+            }
+        },
+    }
 
 
 def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:

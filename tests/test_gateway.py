@@ -91,6 +91,58 @@ BUILDER_CASES = [
         {"maxUnavailable": 1},
     ),
     BuilderCase(
+        "by default the replicas spread across nodes where they can, selected by the gateway's own labels",
+        {},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "pod", "topologySpreadConstraints"),
+        [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {
+                    "matchLabels": {
+                        "gateway.envoyproxy.io/owning-gateway-name": "inference",
+                        "gateway.envoyproxy.io/owning-gateway-namespace": "platform",
+                    }
+                },
+            }
+        ],
+    ),
+    BuilderCase(
+        "a Required spread never shares a zone",
+        {"envoy": {"spread": {"policy": "Required", "topologyKey": "topology.kubernetes.io/zone"}}},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "pod", "topologySpreadConstraints", 0),
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {
+                "matchLabels": {
+                    "gateway.envoyproxy.io/owning-gateway-name": "inference",
+                    "gateway.envoyproxy.io/owning-gateway-namespace": "platform",
+                }
+            },
+        },
+    ),
+    BuilderCase(
+        "spread None leaves the pod spec to Envoy Gateway",
+        {"envoy": {"spread": {"policy": "None"}}},
+        ("spec", "provider", "kubernetes", "envoyDeployment", "pod"),
+        "<absent>",
+    ),
+    BuilderCase(
+        "by default Envoy drains for two minutes, at least ten seconds",
+        {},
+        ("spec", "shutdown"),
+        {"drainTimeout": "120s", "minDrainDuration": "10s"},
+    ),
+    BuilderCase(
+        "the drain times go to the EnvoyProxy",
+        {"envoy": {"shutdown": {"drainTimeout": "15m", "minDrainDuration": "0s"}}},
+        ("spec", "shutdown"),
+        {"drainTimeout": "15m", "minDrainDuration": "0s"},
+    ),
+    BuilderCase(
         "the EnvoyProxy lives in the gateway namespace",
         {"namespace": "ai-gateways"},
         ("metadata", "namespace"),

@@ -37,7 +37,13 @@ READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inferenc
 GW_XR = copy.deepcopy(GW_XR)
 GW_XR["spec"] |= {
     "requestBufferLimit": "8Mi",
-    "envoy": {"deployMode": "GatewayNamespace", "serviceType": "NodePort", "deploymentNaming": "Generated"},
+    "envoy": {
+        "deployMode": "GatewayNamespace",
+        "serviceType": "NodePort",
+        "deploymentNaming": "Generated",
+        "spread": {"policy": "Required", "topologyKey": "topology.kubernetes.io/zone"},
+        "shutdown": {"drainTimeout": "300s", "minDrainDuration": "5s"},
+    },
 }
 ROUTE_XR = copy.deepcopy(ROUTE_XR)
 ROUTE_XR["spec"]["backends"] += [

@@ -171,6 +171,7 @@ def new_gateway(env: Env, r: Report) -> None:
             r.notes.append(
                 f"{len(pods)} pods with {EXTPROC}, Deployment generation {dep['metadata']['generation']}"
             )  # type: ignore[index]
+            r.notes.append(availability(dep))
             if early:
                 r.notes.append(
                     f"!!! GatewayReady True in {early} samples before the pods carried the ext-proc "
@@ -179,6 +180,23 @@ def new_gateway(env: Env, r: Report) -> None:
             return
         time.sleep(0.25)
     raise AssertionError(f"GatewayReady never True: {condition(env.gateway(), 'GatewayReady')}")
+
+
+def availability(dep: dict[str, Any]) -> str:
+    """The EnvoyProxy's spread and drain, as Envoy Gateway rendered them into the real Deployment."""
+    template = dep["spec"]["template"]
+    constraints = template["spec"].get("topologySpreadConstraints") or []
+    assert len(constraints) == 1, f"want one spread constraint in the Envoy pods, got {constraints}"
+    selector = constraints[0]["labelSelector"]["matchLabels"]
+    labels = template["metadata"]["labels"]
+    # A selector that names no pod spreads nothing: it must match Envoy Gateway's own labels.
+    assert selector.items() <= labels.items(), (
+        f"spread selector {selector} does not match pod labels {labels}"
+    )
+    grace = template["spec"]["terminationGracePeriodSeconds"]
+    # Envoy Gateway gives the pod the drain timeout (120 s by default) plus 5 minutes.
+    assert grace == 420, f"terminationGracePeriodSeconds {grace}, want 420 for a 120 s drain"
+    return f"spread {constraints[0]['whenUnsatisfiable']} over {constraints[0]['topologyKey']} selects the pods, grace {grace} s"
 
 
 def _route_doc() -> dict[str, Any]:
