@@ -220,6 +220,31 @@ def _default_provider_config() -> ProviderConfigRef:
     return ProviderConfigRef()
 
 
+class SecretRef(Model):
+    name: ObjectName
+
+
+class APIKeyAuth(Model):
+    """Callers authenticate with an API key: an Envoy Gateway SecurityPolicy (apiKeyAuth) on the Gateway."""
+
+    # Secrets in the gateway's namespace: each key of a Secret is a client's
+    # id, its value that client's API key.
+    secret_refs: Annotated[list[SecretRef], Field(min_length=1, max_length=16)]
+    # The header clients send their key in. With Authorization, Envoy takes
+    # `Bearer <key>` (as OpenAI's SDKs send it) as well as the bare key.
+    header: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = "authorization"
+    # A header that tells backends which client called (the Secret key), if any.
+    # Spelt as Envoy Gateway spells it, not as to_camel would ("forwardClientIdHeader").
+    forward_client_id_header: (
+        Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] | None
+    ) = Field(default=None, alias="forwardClientIDHeader")
+
+
+class Auth(Model):
+    # Off unless set: every route on the gateway is open to whoever reaches it.
+    api_keys: APIKeyAuth | None = None
+
+
 class InferenceGatewaySpec(Model):
     gateway_class_name: ObjectName = "envoy-ai-gateway"
     # Where the Gateway, its EnvoyProxy and the anchor live; the XR's own
@@ -231,6 +256,7 @@ class InferenceGatewaySpec(Model):
     # small for AI request bodies, and Envoy AI Gateway's own example raises
     # it to 50Mi (`examples/basic/basic.yaml`).
     request_buffer_limit: Annotated[str, Field(pattern=QUANTITY)] = "50Mi"
+    auth: Auth = Field(default_factory=Auth)
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
 
     @model_validator(mode="after")
@@ -262,10 +288,6 @@ class Endpoint(Model):
         if (self.hostname is None) == (self.ip is None):
             raise ValueError("set exactly one of hostname and ip")
         return self
-
-
-class SecretRef(Model):
-    name: ObjectName
 
 
 class BackendTLS(Model):

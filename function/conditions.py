@@ -26,6 +26,9 @@ class GatewayReason(StrEnum):
     WAITING_FOR_GATEWAY = "WaitingForGateway"
     # The anchor AIGatewayRoute does not exist yet or is not Accepted.
     WAITING_FOR_ANCHOR = "WaitingForAnchor"
+    # Caller auth is on and its SecurityPolicy is not Accepted (a key Secret
+    # missing): Envoy Gateway answers every request with 500 until it is.
+    AUTH_NOT_ACCEPTED = "AuthNotAccepted"
     # provider-kubernetes looked and found no Envoy Deployment of that name.
     DEPLOYMENT_NOT_FOUND = "DeploymentNotFound"
     # The Deployment exists and its rollout is not finished.

@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import naming, readiness
-from function.api import MODEL_HEADER, DeploymentNaming, InferenceGatewaySpec, Input, Listener, SpreadPolicy
+from function.api import (
+    MODEL_HEADER,
+    APIKeyAuth,
+    DeploymentNaming,
+    InferenceGatewaySpec,
+    Input,
+    Listener,
+    SpreadPolicy,
+)
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, keep_observed
@@ -42,6 +50,7 @@ GATEWAY = "gateway"
 ANCHOR = "anchor-route"
 OBSERVER = "envoy-deployment"
 CLIENT_TRAFFIC_POLICY = "client-traffic-policy"
+SECURITY_POLICY = "security-policy"
 
 # The condition each controller sets when a resource is in effect.
 _PROGRAMMED = "Programmed"
@@ -158,6 +167,26 @@ def _spread(plan: GatewayPlan) -> dict[str, Any]:
     }
 
 
+def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]:
+    """API-key auth on the Gateway: every route attached to it, the anchor included."""
+    manifest = target_ref(
+        plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.gateway_name, plan.namespace
+    )
+    api_key: dict[str, Any] = {
+        "credentialRefs": [{"group": "", "kind": "Secret", "name": ref.name} for ref in auth.secret_refs],
+        "extractFrom": [{"headers": [auth.header]}],
+        # The caller's key never reaches a model provider.
+        "sanitize": True,
+    }
+    if auth.forward_client_id_header is not None:
+        api_key["forwardClientIDHeader"] = auth.forward_client_id_header
+    manifest["spec"] = {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
+        "apiKeyAuth": api_key,
+    }
+    return manifest
+
+
 def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
     manifest = target_ref(
         plan.inp.api_versions.envoy_gateway, "ClientTrafficPolicy", plan.gateway_name, plan.namespace
@@ -239,7 +268,7 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
     """Every composed resource of the gateway, keyed by composition-resource-name."""
     provider = plan.spec.provider_config_ref
     ns = plan.xr_namespace
-    return {
+    objects = {
         ENVOY_PROXY: wrap(
             name=plan.object_name("envoyproxy"),
             namespace=ns,
@@ -277,6 +306,17 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             provider_config=provider,
         ),
     }
+    auth = plan.spec.auth.api_keys
+    if auth is not None:
+        # Judged and watched: while it is not Accepted, every request fails.
+        objects[SECURITY_POLICY] = wrap(
+            name=plan.object_name("security-policy"),
+            namespace=ns,
+            manifest=build_security_policy(plan, auth),
+            provider_config=provider,
+            cel_query=readiness.policy_accepted_query(),
+        )
+    return objects
 
 
 # --- readiness ---------------------------------------------------------------------
@@ -353,6 +393,14 @@ def derive_verdict(
         state = "has not been created yet" if anchor is None else "is not Accepted"
         return _not_ready(
             GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
+        )
+    policy = observed.get(SECURITY_POLICY)
+    if plan.spec.auth.api_keys is not None and not _ready(policy):
+        state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
+        return _not_ready(
+            GatewayReason.AUTH_NOT_ACCEPTED,
+            f"the API-key SecurityPolicy of {gateway_ref} {state}: "
+            "Envoy Gateway answers every request with 500 until it is",
         )
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
 

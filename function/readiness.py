@@ -48,6 +48,19 @@ def condition_true_query(condition_type: str) -> str:
     )
 
 
+def policy_accepted_query() -> str:
+    """True when an Envoy Gateway policy is Accepted by every ancestor it names, and by one at least.
+
+    Policies report per ancestor (`status.ancestors[].conditions`), not in
+    `status.conditions`.
+    """
+    return (
+        f"{_has_path('object', 'status.ancestors')} && size(object.status.ancestors) > 0 && "
+        "object.status.ancestors.all(a, has(a.conditions) && a.conditions.exists(c, has(c.type) "
+        "&& c.type == 'Accepted' && has(c.status) && c.status == 'True'))"
+    )
+
+
 def deployment_rollout_query(policy: AvailabilityPolicy, marker_annotation: str) -> str:
     """True only when the Envoy Deployment's rollout is finished and serving.
 

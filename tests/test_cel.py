@@ -16,7 +16,13 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import RolloutState, condition_true_query, deployment_rollout_query, workload_query
+from function.readiness import (
+    RolloutState,
+    condition_true_query,
+    deployment_rollout_query,
+    policy_accepted_query,
+    workload_query,
+)
 from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
 from tests.support import as_production_json, examples, reach
 
@@ -374,6 +380,7 @@ EMITTED_QUERIES = [
     *(deployment_rollout_query(policy, marker) for policy in AvailabilityPolicy for marker in (MARKER, "")),
     *(condition_true_query(typ) for typ in ("Accepted", "Programmed", "GatewayReady", "Ready")),
     workload_query("apps/v1", "Deployment"),
+    policy_accepted_query(),
 ]
 
 
@@ -416,10 +423,55 @@ def test_every_emitted_query_evaluates_without_error_on_every_pruned_shape(query
     any one key anywhere and neither evaluator errors (provider-kubernetes would report the
     error as Unavailable, a different thing from false)."""
     holder = {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
-    for base in (FULL_DEPLOYMENT, holder, {}):
+    policy = {"status": {"ancestors": [{"conditions": [{"type": "Accepted", "status": "True"}]}]}}
+    for base in (FULL_DEPLOYMENT, holder, policy, {}):
         shapes = [base, *(_without(base, path, key) for path, key in _prunings(base))]
         for shape in shapes:
             production = as_production_json(shape)
             for evaluate in (eval_reference, eval_celpy):
                 got = evaluate(query, production)
                 assert isinstance(got, bool), (evaluate.__name__, shape, got)
+
+
+def _ancestor(*conditions: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"},
+        "conditions": [{"type": t, "status": v} for t, v in conditions],
+    }
+
+
+POLICY_CASES = {
+    "no status yet is not in effect": ({}, False),
+    "no ancestors yet is not in effect": ({"status": {}}, False),
+    "an empty ancestor list is not in effect": ({"status": {"ancestors": []}}, False),
+    "Accepted by its one ancestor is in effect": (
+        {"status": {"ancestors": [_ancestor(("Accepted", "True"))]}},
+        True,
+    ),
+    "Accepted False (a Secret missing) is not in effect": (
+        {"status": {"ancestors": [_ancestor(("Accepted", "False"))]}},
+        False,
+    ),
+    "an ancestor without conditions is not in effect": (
+        {"status": {"ancestors": [{"ancestorRef": {}}]}},
+        False,
+    ),
+    "Accepted by one ancestor and not another is not in effect": (
+        {"status": {"ancestors": [_ancestor(("Accepted", "True")), _ancestor(("Accepted", "False"))]}},
+        False,
+    ),
+    "Accepted among other conditions is in effect": (
+        {"status": {"ancestors": [_ancestor(("ResolvedRefs", "False"), ("Accepted", "True"))]}},
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POLICY_CASES), ids=str)
+def test_the_policy_query_under_production_typing(case: str) -> None:
+    obj, want = POLICY_CASES[case]
+    query = policy_accepted_query()
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want

@@ -13,8 +13,17 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function import gateway
 from function.api import InferenceGatewaySpec, Input, Listener
 from function.conditions import GatewayReason
-from function.gateway import ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER, GatewayPlan
+from function.gateway import (
+    ANCHOR,
+    CLIENT_TRAFFIC_POLICY,
+    ENVOY_PROXY,
+    GATEWAY,
+    OBSERVER,
+    SECURITY_POLICY,
+    GatewayPlan,
+)
 from function.naming import pinned_deployment_name, unique_name
+from function.readiness import policy_accepted_query
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -782,3 +791,91 @@ def test_the_status_says_whether_the_ext_proc_marker_is_on_the_template() -> Non
         run(make_request(XR, GATEWAY_INPUT, observed_state("marker-missing"))).desired.composite.resource
     )["status"]
     assert status["deployment"]["extProcInjected"] is False
+
+
+# --- caller authentication ------------------------------------------------------------
+
+AUTH_XR = copy.deepcopy(XR)
+AUTH_XR["spec"]["auth"] = {
+    "apiKeys": {
+        "secretRefs": [{"name": "client-keys"}, {"name": "more-keys"}],
+        "forwardClientIDHeader": "x-client-id",
+    }
+}
+
+
+def _with_policy(ready: bool) -> dict[str, dict[str, Any]]:
+    """The ready gateway's observed state plus its SecurityPolicy Object, Ready as the query found it."""
+    observed = observed_state("ready")
+    policy = copy.deepcopy(observed[ANCHOR])
+    if not ready:
+        _not_ready_yet(policy)
+    observed[SECURITY_POLICY] = policy
+    return observed
+
+
+AUTH_CASES = [
+    ComposeCase(
+        "with caller auth on, a gateway otherwise ready waits for its SecurityPolicy",
+        observed_state("ready"),
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        False,
+        "has not been created yet",
+        AUTH_XR,
+    ),
+    ComposeCase(
+        "a SecurityPolicy that is not Accepted (a key Secret missing) keeps GatewayReady False",
+        _with_policy(ready=False),
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        False,
+        "answers every request with 500",
+        AUTH_XR,
+    ),
+    ComposeCase(
+        "an Accepted SecurityPolicy leaves the verdict to the rollout",
+        _with_policy(ready=True),
+        GatewayReason.AVAILABLE,
+        True,
+        "",
+        AUTH_XR,
+    ),
+    ComposeCase(
+        "with caller auth off, no SecurityPolicy is composed or waited for",
+        observed_state("ready"),
+        GatewayReason.AVAILABLE,
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", AUTH_CASES, ids=lambda c: c.name)
+def test_caller_auth_gates_gateway_ready_and_is_always_composed(case: ComposeCase) -> None:
+    rsp = run(make_request(case.xr, GATEWAY_INPUT, case.observed))
+    got = condition(rsp, "GatewayReady")
+    assert (got.reason, got.status == fnv1.STATUS_CONDITION_TRUE) == (case.reason, case.ready)
+    assert case.message_has in got.message
+    auth_on = "auth" in case.xr["spec"]
+    assert set(desired(rsp)) == ALL_NAMES | ({SECURITY_POLICY} if auth_on else set())
+
+
+def test_the_security_policy_checks_the_key_on_the_gateway_and_keeps_it_from_providers() -> None:
+    rsp = run(make_request(AUTH_XR, GATEWAY_INPUT, {}))
+    obj = desired(rsp)[SECURITY_POLICY]
+    # Judged by Envoy Gateway's per-ancestor Accepted, and watched: its status feeds GatewayReady.
+    assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery", "celQuery": policy_accepted_query()}
+    assert obj["spec"]["watch"] is True
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    assert (manifest["kind"], manifest["metadata"]["namespace"]) == ("SecurityPolicy", "platform")
+    assert manifest["spec"] == {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}],
+        "apiKeyAuth": {
+            "credentialRefs": [
+                {"group": "", "kind": "Secret", "name": "client-keys"},
+                {"group": "", "kind": "Secret", "name": "more-keys"},
+            ],
+            # Envoy takes `Authorization: Bearer <key>` as OpenAI's SDKs send it.
+            "extractFrom": [{"headers": ["authorization"]}],
+            "sanitize": True,
+            "forwardClientIDHeader": "x-client-id",
+        },
+    }

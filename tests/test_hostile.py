@@ -36,6 +36,13 @@ READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inferenc
 # Every field of the API appears in what is corrupted, the newer ones included.
 GW_XR = copy.deepcopy(GW_XR)
 GW_XR["spec"] |= {
+    "auth": {
+        "apiKeys": {
+            "secretRefs": [{"name": "client-keys"}],
+            "header": "x-api-key",
+            "forwardClientIDHeader": "x-client-id",
+        }
+    },
     "requestBufferLimit": "8Mi",
     "envoy": {
         "deployMode": "GatewayNamespace",

@@ -626,6 +626,67 @@ def bad_input(env: Env, r: Report) -> None:
     r.notes.append(f"fatal: {message[:80]}")
 
 
+def _set_auth(env: Env, auth: dict[str, Any] | None) -> None:
+    xr = env.gateway()
+    assert xr is not None
+    spec = {k: v for k, v in xr["spec"].items() if k not in ("crossplane", "auth")}
+    if auth is not None:
+        spec["auth"] = auth
+    env.kube.apply(
+        {
+            "apiVersion": XR_API,
+            "kind": "InferenceGateway",
+            "metadata": {"name": GATEWAY[1], "namespace": GATEWAY[0]},
+            "spec": spec,
+        }
+    )
+
+
+def caller_auth(env: Env, r: Report) -> None:
+    """Caller auth whose key Secret is missing: GatewayReady False (AuthNotAccepted) on Envoy Gateway's own
+    verdict; the Secret created: True again; auth turned off: the SecurityPolicy goes."""
+    _set_auth(env, {"apiKeys": {"secretRefs": [{"name": "client-keys"}]}})
+    changed = time.time()
+    gw = wait(
+        "GatewayReady=False AuthNotAccepted",
+        lambda: (
+            (g := env.gateway()) and condition(g, "GatewayReady").get("reason") == "AuthNotAccepted" and g
+        ),
+        CONVERGE_S,
+    )
+    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    policies = env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
+    assert len(policies) == 1, f"want one SecurityPolicy in {GATEWAY[0]}, got {len(policies)}"
+    ancestors = (policies[0].get("status") or {}).get("ancestors") or []
+    refused = [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]
+    r.notes.append(
+        "without the Secret Envoy Gateway says "
+        + (", ".join(f"Accepted={c['status']} ({c.get('reason')})" for c in refused) or "nothing yet")
+    )
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "client-keys", "namespace": GATEWAY[0]},
+            "stringData": {"team-a": "client-key-1"},
+        }
+    )
+    changed = time.time()
+    gw = wait(
+        "GatewayReady=True with the Secret",
+        lambda: (g := env.gateway()) and true(g, "GatewayReady") and g,
+        CONVERGE_S,
+    )
+    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    _set_auth(env, None)
+    wait(
+        "the SecurityPolicy deleted with auth off",
+        lambda: not env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0]),
+        120,
+    )
+    assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
+
+
 SCENARIOS: list[Callable[[Env, Report], None]] = [
     new_gateway,
     model_route,
@@ -637,6 +698,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     route_before_gateway_ready,
     route_follows_gateway,
     backend_scaled_to_zero,
+    caller_auth,
     bad_input,
 ]
 

@@ -183,9 +183,13 @@ def composed_manifests(
     return out
 
 
-def aigw_config(world: World) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def aigw_config(
+    world: World, auth: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The resources aigw runs: the platform's GatewayClass and key Secrets, and all that is rendered."""
     gateway_xr = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+    if auth is not None:
+        gateway_xr["spec"]["auth"] = auth
     ready = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")
     docs: list[dict[str, Any]] = [
         {
@@ -455,6 +459,27 @@ CHECKS = [
 ]
 
 
+def auth_fails_closed(world: World, root: Path, aigw: Path, envoy: Path) -> str:
+    """The gateway with caller auth on, its key Secret missing: every request refused, none let through.
+
+    aigw v1.0.0 hands Envoy Gateway no Secret of the config (it keeps them
+    for its own translation), so this is always the missing-Secret case.
+    """
+    docs, _ = aigw_config(world, {"apiKeys": {"secretRefs": [{"name": "client-keys"}]}})
+    check(any(d["kind"] == "SecurityPolicy" for d in docs), "the function composed no SecurityPolicy")
+    before = {n: u.count() for n, u in world.upstreams.items()}
+    with running_aigw(docs, root, aigw, envoy) as (port, _sup):
+        time.sleep(2)
+        statuses = [
+            chat(port, "gpt-test", headers=h).status
+            for h in ({}, {"authorization": "Bearer client-key-1"}, {"authorization": "client-key-1"})
+        ]
+    after = {n: u.count() for n, u in world.upstreams.items()}
+    check(all(s >= 400 for s in statuses), f"with the key Secret missing, requests answered {statuses}")
+    check(after == before, f"with the key Secret missing, a request reached a backend: {before} -> {after}")
+    return f"with the key Secret missing every request is refused ({statuses}), none reaches a backend"
+
+
 def main() -> int:
     logging.configure(level=logging.Level.DISABLED)  # render's condition logs are not this check's output
     if os.geteuid() != 0:
@@ -485,6 +510,12 @@ def main() -> int:
                     print(f"traffic: {name}: FAILED: {e}")
             if failures:
                 print(f"traffic: aigw's log ({sup.processes[0].log}):\n{sup.processes[0].tail(60)}")
+        try:
+            run.results["auth"] = auth_fails_closed(world, root / "auth", aigw, envoy)
+            print(f"traffic: auth: ok ({run.results['auth']})")
+        except CheckFailedError as e:
+            failures += 1
+            print(f"traffic: auth: FAILED: {e}")
     except ConformanceError as e:
         print(f"traffic: FAILED before any request: {e}")
         return 1
@@ -492,7 +523,7 @@ def main() -> int:
         for upstream in world.upstreams.values():
             upstream.stop()
     if failures:
-        print(f"traffic: {failures} of {len(CHECKS)} checks failed (logs in {root / 'logs'})")
+        print(f"traffic: {failures} of {len(CHECKS) + 1} checks failed (logs in {root / 'logs'})")
         return 1
     n = len(run.route_models())
     print(
