@@ -319,6 +319,15 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
     return objects
 
 
+def removed_by_spec(name: str) -> bool:
+    """True for an observed resource the spec no longer composes: the SecurityPolicy of auth turned off.
+
+    Asked only of observed names this call did not compose, so a policy the
+    spec still asks for is never dropped.
+    """
+    return name == SECURITY_POLICY
+
+
 # --- readiness ---------------------------------------------------------------------
 
 
@@ -484,7 +493,9 @@ def compose(
         inp=inp,
     )
     outcome = Outcome(resources=build_objects(plan))
-    keep_observed(outcome, observed)
+    # Only caller auth, turned off in the spec, may leave; anything else
+    # observed and not composed now is kept.
+    keep_observed(outcome, observed, removed_by_spec)
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None

@@ -879,3 +879,12 @@ def test_the_security_policy_checks_the_key_on_the_gateway_and_keeps_it_from_pro
             "forwardClientIDHeader": "x-client-id",
         },
     }
+
+
+def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
+    """Kept, the policy would go on refusing every caller without a key."""
+    observed = _with_policy(ready=True)
+    observed["legacy-thing"] = copy.deepcopy(observed[ANCHOR])
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert set(desired(rsp)) == ALL_NAMES | {"legacy-thing"}
+    assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
