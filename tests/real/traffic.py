@@ -480,6 +480,90 @@ def auth_fails_closed(world: World, root: Path, aigw: Path, envoy: Path) -> str:
     return f"with the key Secret missing every request is refused ({statuses}), none reaches a backend"
 
 
+def envoy_api_key_auth(envoy: Path, root: Path) -> str:
+    """The filter Envoy Gateway's apiKeyAuth configures, on PyPI's Envoy alone: which headers it takes.
+
+    aigw cannot show an accepted key (see auth_fails_closed), so the header
+    forms clients send are checked on Envoy's own `api_key_auth` filter.
+    """
+    port = free_port()
+    config = {
+        "static_resources": {
+            "listeners": [
+                {
+                    "name": "auth",
+                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                    "filter_chains": [{"filters": [_hcm_with_api_key_auth()]}],
+                }
+            ]
+        }
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "envoy-api-key-auth.yaml"
+    path.write_text(yaml.safe_dump(config))
+    sup = Supervisor(root / "logs")
+    proc = sup.start(
+        "envoy-api-key-auth", [str(envoy), "-c", str(path), "--base-id", str(port), "-l", "error"]
+    )
+    try:
+        sup.wait_until(proc, "Envoy listening", lambda: port_open(port), timeout=30)
+        got = {
+            label: request(port, "/", headers=headers).status
+            for label, headers in [
+                ("no key", {}),
+                ("Bearer key", {"authorization": "Bearer client-key-1"}),
+                ("bare key", {"authorization": "client-key-1"}),
+                ("wrong key", {"authorization": "Bearer other"}),
+            ]
+        }
+    finally:
+        sup.stop_all()
+    want = {"no key": 401, "Bearer key": 200, "bare key": 200, "wrong key": 401}
+    check(got == want, f"Envoy's api_key_auth answered {got}, want {want}")
+    return "Envoy's api_key_auth takes Authorization: Bearer <key> and the bare key, refuses others (401)"
+
+
+def _hcm_with_api_key_auth() -> dict[str, Any]:
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
+            ".HttpConnectionManager",
+            "stat_prefix": "auth",
+            "route_config": {
+                "virtual_hosts": [
+                    {
+                        "name": "all",
+                        "domains": ["*"],
+                        "routes": [
+                            {
+                                "match": {"prefix": "/"},
+                                "direct_response": {"status": 200, "body": {"inline_string": "ok"}},
+                            }
+                        ],
+                    }
+                ]
+            },
+            "http_filters": [
+                {
+                    "name": "envoy.filters.http.api_key_auth",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth",
+                        "credentials": [{"key": "client-key-1", "client": "team-a"}],
+                        "key_sources": [{"header": "authorization"}],
+                    },
+                },
+                {
+                    "name": "envoy.filters.http.router",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+                    },
+                },
+            ],
+        },
+    }
+
+
 def main() -> int:
     logging.configure(level=logging.Level.DISABLED)  # render's condition logs are not this check's output
     if os.geteuid() != 0:
@@ -510,12 +594,16 @@ def main() -> int:
                     print(f"traffic: {name}: FAILED: {e}")
             if failures:
                 print(f"traffic: aigw's log ({sup.processes[0].log}):\n{sup.processes[0].tail(60)}")
-        try:
-            run.results["auth"] = auth_fails_closed(world, root / "auth", aigw, envoy)
-            print(f"traffic: auth: ok ({run.results['auth']})")
-        except CheckFailedError as e:
-            failures += 1
-            print(f"traffic: auth: FAILED: {e}")
+        for name, step in [
+            ("auth", lambda: auth_fails_closed(world, root / "auth", aigw, envoy)),
+            ("bearer", lambda: envoy_api_key_auth(envoy, root / "bearer")),
+        ]:
+            try:
+                run.results[name] = step()
+                print(f"traffic: {name}: ok ({run.results[name]})")
+            except CheckFailedError as e:
+                failures += 1
+                print(f"traffic: {name}: FAILED: {e}")
     except ConformanceError as e:
         print(f"traffic: FAILED before any request: {e}")
         return 1
@@ -523,7 +611,7 @@ def main() -> int:
         for upstream in world.upstreams.values():
             upstream.stop()
     if failures:
-        print(f"traffic: {failures} of {len(CHECKS) + 1} checks failed (logs in {root / 'logs'})")
+        print(f"traffic: {failures} of {len(CHECKS) + 2} checks failed (logs in {root / 'logs'})")
         return 1
     n = len(run.route_models())
     print(
