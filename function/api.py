@@ -196,6 +196,13 @@ class Shutdown(Model):
     min_drain_duration: Annotated[str, Field(pattern=DURATION)] = "10s"
 
 
+class AccessLog(Model):
+    # One JSON line per request to Envoy's stdout with the model and the token
+    # counts a ModelRoute records (recordTokenUsage), in place of Envoy
+    # Gateway's default line. Off: Envoy Gateway's default access log.
+    model_and_tokens: bool = False
+
+
 class Envoy(Model):
     # Two replicas by default: with one, every Envoy restart is an outage.
     replicas: Annotated[int, Field(ge=1, le=100)] = 2
@@ -209,6 +216,7 @@ class Envoy(Model):
     # node drain then takes one replica at a time and the others serve.
     spread: Spread = Field(default_factory=Spread)
     shutdown: Shutdown = Field(default_factory=Shutdown)
+    access_log: AccessLog = Field(default_factory=AccessLog)
 
 
 class ProviderConfigRef(Model):

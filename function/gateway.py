@@ -143,7 +143,38 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
             "minDrainDuration": envoy.shutdown.min_drain_duration,
         },
     }
+    if envoy.access_log.model_and_tokens:
+        manifest["spec"]["telemetry"] = {
+            "accessLog": {
+                "settings": [
+                    {
+                        "format": {"type": "JSON", "json": dict(ACCESS_LOG_FIELDS)},
+                        "sinks": [{"type": "File", "file": {"path": "/dev/stdout"}}],
+                    }
+                ]
+            }
+        }
     return manifest
+
+
+# One access-log line per request: what Envoy Gateway's default line says of
+# the request, plus the model asked for and the tokens a ModelRoute records
+# (route.TOKEN_USAGE_COSTS: dynamic metadata io.envoy.ai_gateway). A value
+# Envoy does not have is logged as null.
+ACCESS_LOG_FIELDS = (
+    ("start_time", "%START_TIME%"),
+    ("method", "%REQ(:METHOD)%"),
+    ("path", "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"),
+    ("response_code", "%RESPONSE_CODE%"),
+    ("response_flags", "%RESPONSE_FLAGS%"),
+    ("duration_ms", "%DURATION%"),
+    ("upstream_host", "%UPSTREAM_HOST%"),
+    ("x_request_id", "%REQ(X-REQUEST-ID)%"),
+    ("model", "%REQ(X-AI-EG-MODEL)%"),
+    ("input_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_input_token)%"),
+    ("output_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_output_token)%"),
+    ("total_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_total_token)%"),
+)
 
 
 def _spread(plan: GatewayPlan) -> dict[str, Any]:

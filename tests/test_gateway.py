@@ -140,6 +140,24 @@ BUILDER_CASES = [
         "<absent>",
     ),
     BuilderCase(
+        "by default Envoy Gateway's own access log is left alone",
+        {},
+        ("spec", "telemetry"),
+        "<absent>",
+    ),
+    BuilderCase(
+        "the model-and-tokens access log writes one JSON line per request to stdout",
+        {"envoy": {"accessLog": {"modelAndTokens": True}}},
+        ("spec", "telemetry", "accessLog", "settings", 0, "sinks"),
+        [{"type": "File", "file": {"path": "/dev/stdout"}}],
+    ),
+    BuilderCase(
+        "the model-and-tokens access log reads the model header and the recorded token metadata",
+        {"envoy": {"accessLog": {"modelAndTokens": True}}},
+        ("spec", "telemetry", "accessLog", "settings", 0, "format", "json", "total_tokens"),
+        "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_total_token)%",
+    ),
+    BuilderCase(
         "by default Envoy drains for two minutes, at least ten seconds",
         {},
         ("spec", "shutdown"),

@@ -50,6 +50,7 @@ GW_XR["spec"] |= {
         "deploymentNaming": "Generated",
         "spread": {"policy": "Required", "topologyKey": "topology.kubernetes.io/zone"},
         "shutdown": {"drainTimeout": "300s", "minDrainDuration": "5s"},
+        "accessLog": {"modelAndTokens": True},
     },
 }
 ROUTE_XR = copy.deepcopy(ROUTE_XR)

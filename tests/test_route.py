@@ -1146,3 +1146,12 @@ def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
     rsp = run(make_request(xr, ROUTE_INPUT, by_resource_name(scaled_to_zero), gw_required(READY_GW)))
     assert condition(rsp, "RoutingReady").reason == case.reason
     assert condition(rsp, "BackendsServing").reason == "Degraded"
+
+
+def test_the_access_log_reads_the_token_keys_the_route_records() -> None:
+    """Two modules name the same metadata keys: the gateway's log line and the route's costs must agree."""
+    from function.gateway import ACCESS_LOG_FIELDS  # noqa: PLC0415
+    from function.route import TOKEN_USAGE_COSTS  # noqa: PLC0415
+
+    logged = {v for _, v in ACCESS_LOG_FIELDS if v.startswith("%DYNAMIC_METADATA(io.envoy.ai_gateway:")}
+    assert logged == {f"%DYNAMIC_METADATA(io.envoy.ai_gateway:{key})%" for key, _ in TOKEN_USAGE_COSTS}

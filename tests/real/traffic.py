@@ -188,6 +188,7 @@ def aigw_config(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The resources aigw runs: the platform's GatewayClass and key Secrets, and all that is rendered."""
     gateway_xr = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+    gateway_xr["spec"]["envoy"] = {"accessLog": {"modelAndTokens": True}}
     if auth is not None:
         gateway_xr["spec"]["auth"] = auth
     ready = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")
@@ -325,6 +326,7 @@ class Run:
     port: int
     world: World
     anchor: dict[str, Any]
+    root: Path
     results: dict[str, str] = field(default_factory=dict)
 
     def route_models(self) -> list[str]:
@@ -449,6 +451,29 @@ def failover(run: Run) -> str:
     )
 
 
+def tokens_logged(run: Run) -> str:
+    """The access-log line of a chat completion names the model and the tokens the provider counted."""
+    got = chat(run.port, "gpt-test")
+    check(got.status == 200, f"gpt-test answered {got.status}")
+    # func-e keeps Envoy's stdout in the run's state folder; lines are flushed within a second.
+    log = run.root / "state" / "envoy-runs" / "0" / "stdout.log"
+    rid = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+        mine = [x for x in lines if x.get("model") == "gpt-test" and x.get("response_code") == 200]
+        if mine:
+            rid = mine[-1]
+            break
+        time.sleep(0.5)
+    check(rid is not None, f"no access-log line for model gpt-test in {log}")
+    assert rid is not None
+    # The fake provider reports 3 prompt, 4 completion, 7 total tokens.
+    got_tokens = (rid.get("input_tokens"), rid.get("output_tokens"), rid.get("total_tokens"))
+    check(got_tokens == (3, 4, 7), f"the access log says tokens {got_tokens}, the provider counted (3, 4, 7)")
+    return f"model {rid['model']}, tokens in/out/total {got_tokens[0]}/{got_tokens[1]}/{got_tokens[2]}"
+
+
 CHECKS = [
     ("models", models_listed),
     ("serve", each_model_serves),
@@ -456,6 +481,7 @@ CHECKS = [
     ("body", large_body_passes),
     ("split", weights_split),
     ("failover", failover),
+    ("tokens", tokens_logged),
 ]
 
 
@@ -583,7 +609,7 @@ def main() -> int:
     failures = 0
     try:
         with running_aigw(docs, root, aigw, envoy) as (port, sup):
-            run = Run(port, world, anchor)
+            run = Run(port, world, anchor, root)
             wait_for_routes(run)
             for name, step in CHECKS:
                 try:
