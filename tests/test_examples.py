@@ -52,6 +52,12 @@ EXAMPLE_LIST = [
     Example("defaults-just-created", f"{GW}/xr.yaml", f"{GW}/composition.yaml"),
     Example("generated-just-created", f"{GW}/xr-generated.yaml", f"{GW}/composition.yaml"),
     Example("gatewaynamespace-just-created", f"{GW}/xr-gatewaynamespace.yaml", f"{GW}/composition.yaml"),
+    Example(
+        "auth-waiting-for-policy",
+        f"{GW}/xr-auth.yaml",
+        f"{GW}/composition.yaml",
+        observed=f"{GW}/observed/ready.yaml",
+    ),
     *[
         Example(
             f"defaults-{state}",

@@ -55,6 +55,14 @@ MEANINGS = {
     "defaults-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
     "generated-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
     "gatewaynamespace-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
+    "auth-waiting-for-policy": Meaning(
+        "GatewayReady",
+        FALSE,
+        "AuthNotAccepted",
+        GATEWAY | {"security-policy"},
+        cel=True,
+        why="the rollout is finished, but until the SecurityPolicy is Accepted every request is answered 500",
+    ),
     "defaults-deployment-not-found": Meaning("GatewayReady", FALSE, "DeploymentNotFound", GATEWAY),
     "defaults-rolling-out": Meaning("GatewayReady", FALSE, "RollingOut", GATEWAY, cel=False),
     "defaults-one-of-two-drained": Meaning(
