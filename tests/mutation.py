@@ -4,12 +4,16 @@ Runs `mutmut run` (its output kept in _output/mutmut.log), reads
 `mutmut results --all true`, and prints
 `mutation: K of N mutants killed (S%)`, then every survivor that is not in
 tests/equivalent_mutants.txt, the checked-in list of mutants argued to be
-equivalent (each with its reason). Exits 1 while any survivor is unexplained
+equivalent (each with its reason), named by function and changed lines so
+that mutmut's renumbering does not invalidate it. Exits 1 while any survivor is unexplained
 or the score is under the target.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
+import json
 import os
 import subprocess
 import sys
@@ -62,18 +66,54 @@ def results() -> dict[str, str]:
     return found
 
 
-def equivalent() -> dict[str, str]:
-    """Mutant name -> why it is equivalent, from the checked-in list."""
+# A mutant is named by its function and the lines it changes, not by mutmut's
+# number: numbers shift whenever the function gains or loses a mutable spot,
+# and an argued survivor must not need arguing again for an unrelated edit.
+Signature = tuple[str, tuple[str, ...]]
+
+
+def _functions(mutants: Path, module: str) -> dict[str, str]:
+    """Every function mutmut wrote into its copy of `module`: name -> source."""
+    src = (mutants / (module.replace(".", "/") + ".py")).read_text()
+    return {
+        node.name: ast.get_source_segment(src, node) or ""
+        for node in ast.walk(ast.parse(src))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name
+    }
+
+
+def signature(name: str, mutants: Path, cache: dict[str, dict[str, str]]) -> Signature:
+    """(module.function, the changed lines as `-old` / `+new` with a line of context) of mutant `name`."""
+    module, _, mutant = name.rpartition(".")
+    function = mutant.rsplit("__mutmut_", 1)[0]
+    if module not in cache:
+        cache[module] = _functions(mutants, module)
+    sources = cache[module]
+
+    def body(fn: str) -> list[str]:
+        return [line.strip() for line in sources[fn].splitlines()[1:]]
+
+    # One line of context each side: the same change in two places is two mutants.
+    diff = difflib.unified_diff(body(f"{function}__mutmut_orig"), body(mutant), n=1, lineterm="")
+    return f"{module}.{function}", tuple(line for line in diff if not line.startswith(("---", "+++", "@@")))
+
+
+def equivalent() -> dict[Signature, str]:
+    """(function, changed lines) -> why it is equivalent, from the checked-in list.
+
+    A line is `<module.function><TAB><changed lines as a JSON list><TAB><why>`.
+    """
     argued = {}
     for line in EQUIVALENT.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            name, _, why = line.partition(" ")
-            argued[name] = why.strip()
+            function, changed, why = line.split("\t")
+            argued[function, tuple(json.loads(changed))] = why.strip()
     return argued
 
 
 def main() -> int:
-    code = run_mutmut()
+    # --reuse: judge the mutants/ of the last run again (after editing the list).
+    code = 0 if "--reuse" in sys.argv[1:] else run_mutmut()
     found = results()
     counts = Counter(found.values())
     checked = {n: s for n, s in found.items() if s not in ("not checked", "skipped")}
@@ -87,7 +127,10 @@ def main() -> int:
     killed = sum(s == "killed" for s in checked.values())
     argued = equivalent()
     survivors = sorted(n for n, s in checked.items() if s != "killed")
-    unexplained = [n for n in survivors if n not in argued]
+    cache: dict[str, dict[str, str]] = {}
+    signatures = {n: signature(n, ROOT / "mutants", cache) for n in survivors}
+    unexplained = [n for n in survivors if signatures[n] not in argued]
+    stale = set(argued) - set(signatures.values())
     score = killed / len(checked) if checked else 0.0
     print(
         f"mutation: {killed} of {len(checked)} mutants killed ({score:.0%}); "
@@ -95,7 +138,10 @@ def main() -> int:
         + (f"; not checked {counts['not checked']}" if counts["not checked"] else "")
     )
     for name in unexplained:
-        print(f"  survived: {name} ({found[name]})")
+        function, changed = signatures[name]
+        print(f"  survived: {name} ({found[name]})\n    {function}\t{json.dumps(list(changed))}\t<why>")
+    for function, changed in sorted(stale):
+        print(f"  argued but no longer surviving (drop it from the list): {function} {list(changed)}")
     return 0 if not unexplained and score >= TARGET else 1
 
 

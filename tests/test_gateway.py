@@ -838,7 +838,7 @@ AUTH_CASES = [
         observed_state("ready"),
         GatewayReason.AUTH_NOT_ACCEPTED,
         False,
-        "has not been created yet",
+        "Gateway platform/inference has not been created yet: Envoy Gateway",
         AUTH_XR,
     ),
     ComposeCase(
@@ -846,7 +846,7 @@ AUTH_CASES = [
         _with_policy(ready=False),
         GatewayReason.AUTH_NOT_ACCEPTED,
         False,
-        "answers every request with 500",
+        "inference is not Accepted (is a key Secret missing?): Envoy Gateway answers every request with 500",
         AUTH_XR,
     ),
     ComposeCase(
@@ -879,6 +879,7 @@ def test_caller_auth_gates_gateway_ready_and_is_always_composed(case: ComposeCas
 def test_the_security_policy_checks_the_key_on_the_gateway_and_keeps_it_from_providers() -> None:
     rsp = run(make_request(AUTH_XR, GATEWAY_INPUT, {}))
     obj = desired(rsp)[SECURITY_POLICY]
+    assert obj["metadata"] == {"name": "inference-security-policy-bf6f81ec", "namespace": "platform"}
     # Judged by Envoy Gateway's per-ancestor Accepted, and watched: its status feeds GatewayReady.
     assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery", "celQuery": policy_accepted_query()}
     assert obj["spec"]["watch"] is True

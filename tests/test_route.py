@@ -1114,6 +1114,18 @@ FAILOVER_CASES = [
         RoutingReason.AVAILABLE,
     ),
     FailoverCase(
+        "a single retry is enough to reach the fallback",
+        {"retry": {"attempts": 1}} | NO_EJECTION,
+        (1, 1),
+        RoutingReason.AVAILABLE,
+    ),
+    FailoverCase(
+        "ejection after a single error is enough to reach the fallback",
+        {"outlierDetection": {"consecutiveErrors": 1}} | NO_RETRY,
+        (1, 1),
+        RoutingReason.AVAILABLE,
+    ),
+    FailoverCase(
         "with both off, a dead first level is never failed over",
         NO_RETRY | NO_EJECTION,
         (1, 1),
@@ -1155,3 +1167,14 @@ def test_the_access_log_reads_the_token_keys_the_route_records() -> None:
 
     logged = {v for _, v in ACCESS_LOG_FIELDS if v.startswith("%DYNAMIC_METADATA(io.envoy.ai_gateway:")}
     assert logged == {f"%DYNAMIC_METADATA(io.envoy.ai_gateway:{key})%" for key, _ in TOKEN_USAGE_COSTS}
+
+
+def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> None:
+    """Envoy AI Gateway names the HTTPRoute it makes after the AIGatewayRoute; a policy aimed elsewhere does nothing."""
+    got = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))
+    route = got["route"]["spec"]["forProvider"]["manifest"]["metadata"]
+    policy = got["traffic-policy"]["spec"]["forProvider"]["manifest"]
+    assert policy["metadata"] == route
+    assert policy["spec"]["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route["name"]}
+    ]
