@@ -269,24 +269,24 @@ def _patch_gateway(env: Env, envoy: dict[str, Any]) -> None:
     env.kube.apply(doc)
 
 
-def deployment_not_found(env: Env, r: Report) -> None:
-    """Point the observer where no Deployment is (wrong deploy mode): DeploymentNotFound, then recovery."""
-    _patch_gateway(env, {"deployMode": "GatewayNamespace"})
+def _gateway_follows(env: Env, r: Report, reason: str) -> dict[str, Any]:
+    """After a change made just now: wait for GatewayReady's `reason` (True for Available), record the lag."""
     changed = time.time()
     gw = wait(
-        "GatewayReady=False DeploymentNotFound",
-        lambda: (
-            (g := env.gateway()) and condition(g, "GatewayReady").get("reason") == "DeploymentNotFound" and g
-        ),
+        f"GatewayReady {reason}",
+        lambda: (g := env.gateway()) and condition(g, "GatewayReady").get("reason") == reason and g,
         CONVERGE_S,
     )
     r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    return gw
+
+
+def deployment_not_found(env: Env, r: Report) -> None:
+    """Point the observer where no Deployment is (wrong deploy mode): DeploymentNotFound, then recovery."""
+    _patch_gateway(env, {"deployMode": "GatewayNamespace"})
+    _gateway_follows(env, r, "DeploymentNotFound")
     _patch_gateway(env, {"deployMode": "ControllerNamespace"})
-    changed = time.time()
-    gw = wait(
-        "GatewayReady=True again", lambda: (g := env.gateway()) and true(g, "GatewayReady") and g, CONVERGE_S
-    )
-    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    assert true(_gateway_follows(env, r, "Available"), "GatewayReady")
     wait("RoutingReady=True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
 
 
@@ -639,15 +639,7 @@ def caller_auth(env: Env, r: Report) -> None:
     """Caller auth whose key Secret is missing: GatewayReady False (AuthNotAccepted) on Envoy Gateway's own
     verdict; the Secret created: True again; auth turned off: the SecurityPolicy goes."""
     _set_auth(env, {"secretRefs": [{"name": "client-keys"}]})
-    changed = time.time()
-    gw = wait(
-        "GatewayReady=False AuthNotAccepted",
-        lambda: (
-            (g := env.gateway()) and condition(g, "GatewayReady").get("reason") == "AuthNotAccepted" and g
-        ),
-        CONVERGE_S,
-    )
-    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    _gateway_follows(env, r, "AuthNotAccepted")
     policies = env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
     assert len(policies) == 1, f"want one SecurityPolicy in {GATEWAY[0]}, got {len(policies)}"
     ancestors = (policies[0].get("status") or {}).get("ancestors") or []
@@ -664,13 +656,7 @@ def caller_auth(env: Env, r: Report) -> None:
             "stringData": {"team-a": "client-key-1"},
         }
     )
-    changed = time.time()
-    gw = wait(
-        "GatewayReady=True with the Secret",
-        lambda: (g := env.gateway()) and true(g, "GatewayReady") and g,
-        CONVERGE_S,
-    )
-    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    assert true(_gateway_follows(env, r, "Available"), "GatewayReady")
     _set_auth(env, None)
     wait(
         "the SecurityPolicy deleted with auth off",
