@@ -49,6 +49,16 @@ QUANTITY = r"^[1-9][0-9]{0,11}(Ki|Mi|Gi|k|M|G)?$"
 # Gateway API / Envoy AI Gateway duration: up to four "<n><unit>" groups.
 DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
 
+# The dynamic-metadata keys (namespace TOKEN_METADATA_NAMESPACE) a ModelRoute
+# records token usage under (recordTokenUsage), with their cost types: what
+# BackendTrafficPolicy rate limits and the gateway's access log read.
+TOKEN_METADATA_NAMESPACE = "io.envoy.ai_gateway"  # noqa: S105 - a metadata namespace, no secret
+TOKEN_USAGE_COSTS = (
+    ("llm_input_token", "InputToken"),
+    ("llm_output_token", "OutputToken"),
+    ("llm_total_token", "TotalToken"),
+)
+
 # The header Envoy AI Gateway's ext-proc writes the request's model into; a
 # model route matches on it, and `/v1/models` lists exactly these matches. The
 # anchor must never use it, or the anchor would show up as a model.

@@ -32,6 +32,8 @@ from typing import Any
 from function import naming, readiness
 from function.api import (
     MODEL_HEADER,
+    TOKEN_METADATA_NAMESPACE,
+    TOKEN_USAGE_COSTS,
     APIKeyAuth,
     DeploymentNaming,
     InferenceGatewaySpec,
@@ -158,9 +160,8 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
 
 
 # One access-log line per request: what Envoy Gateway's default line says of
-# the request, plus the model asked for and the tokens a ModelRoute records
-# (route.TOKEN_USAGE_COSTS: dynamic metadata io.envoy.ai_gateway). A value
-# Envoy does not have is logged as null.
+# the request, plus the model asked for and the tokens a ModelRoute records,
+# each under its metadata key. A value Envoy does not have is logged as null.
 ACCESS_LOG_FIELDS = (
     ("start_time", "%START_TIME%"),
     ("method", "%REQ(:METHOD)%"),
@@ -171,9 +172,7 @@ ACCESS_LOG_FIELDS = (
     ("upstream_host", "%UPSTREAM_HOST%"),
     ("x_request_id", "%REQ(X-REQUEST-ID)%"),
     ("model", "%REQ(X-AI-EG-MODEL)%"),
-    ("input_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_input_token)%"),
-    ("output_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_output_token)%"),
-    ("total_tokens", "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_total_token)%"),
+    *((key, f"%DYNAMIC_METADATA({TOKEN_METADATA_NAMESPACE}:{key})%") for key, _ in TOKEN_USAGE_COSTS),
 )
 
 

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import naming, readiness
-from function.api import API_KEY_POLICY_BY_SCHEMA, MODEL_HEADER, Backend, Input, ModelRouteSpec
+from function.api import (
+    API_KEY_POLICY_BY_SCHEMA,
+    MODEL_HEADER,
+    TOKEN_USAGE_COSTS,
+    Backend,
+    Input,
+    ModelRouteSpec,
+)
 from function.conditions import (
     BACKENDS_SERVING,
     GATEWAY_READY,
@@ -285,15 +292,6 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
             {"metadataKey": key, "type": typ} for key, typ in TOKEN_USAGE_COSTS
         ]
     return manifest
-
-
-# The dynamic-metadata keys (namespace io.envoy.ai_gateway) token usage is
-# recorded under: what BackendTrafficPolicy rate limits and access logs read.
-TOKEN_USAGE_COSTS = (
-    ("llm_input_token", "InputToken"),
-    ("llm_output_token", "OutputToken"),
-    ("llm_total_token", "TotalToken"),
-)
 
 
 def backend_ref(plan: RoutePlan, backend: Backend) -> dict[str, Any]:

@@ -154,7 +154,7 @@ BUILDER_CASES = [
     BuilderCase(
         "the model-and-tokens access log reads the model header and the recorded token metadata",
         {"envoy": {"accessLog": {"modelAndTokens": True}}},
-        ("spec", "telemetry", "accessLog", "settings", 0, "format", "json", "total_tokens"),
+        ("spec", "telemetry", "accessLog", "settings", 0, "format", "json", "llm_total_token"),
         "%DYNAMIC_METADATA(io.envoy.ai_gateway:llm_total_token)%",
     ),
     BuilderCase(

