@@ -242,6 +242,53 @@ class SecretRef(Model):
     name: ObjectName
 
 
+class RouteNamespacesFrom(StrEnum):
+    """Which namespaces' model routes the gateway's caller auth covers."""
+
+    # Every route on the gateway, whatever its namespace: the default, and
+    # the one that fails closed (a new team's routes are covered at once).
+    ALL = "All"
+    # Routes in the gateway's own namespace; routes elsewhere are open.
+    SAME = "Same"
+    # Routes in the namespaces listed in `names`; routes elsewhere are open.
+    NAMES = "Names"
+
+
+class RouteNamespaces(Model):
+    """Coverage by namespace name, decided by the InferenceGateway alone.
+
+    Names, not a label selector: whoever may label a namespace could otherwise
+    take its routes out of the platform team's auth.
+    """
+
+    from_: RouteNamespacesFrom = Field(default=RouteNamespacesFrom.ALL, alias="from")
+    names: Annotated[list[Name], Field(max_length=64)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_with_names(self) -> RouteNamespaces:
+        if self.from_ is RouteNamespacesFrom.NAMES and not self.names:
+            raise ValueError("from: Names needs at least one namespace in names")
+        if self.from_ is not RouteNamespacesFrom.NAMES and self.names:
+            raise ValueError(f"names is only read with from: Names, not from: {self.from_.value}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("names must be unique")
+        return self
+
+    def covers(self, route_namespace: str, gateway_namespace: str) -> bool:
+        if self.from_ is RouteNamespacesFrom.ALL:
+            return True
+        if self.from_ is RouteNamespacesFrom.SAME:
+            return route_namespace == gateway_namespace
+        return route_namespace in self.names
+
+    def published(self) -> dict[str, object]:
+        """As the gateway's status carries it: names sorted, so the status is stable."""
+        out: dict[str, object] = {"from": self.from_.value}
+        if self.names:
+            out["names"] = sorted(self.names)
+        return out
+
+
 class APIKeyAuth(Model):
     """Callers authenticate with an API key: an Envoy Gateway SecurityPolicy (apiKeyAuth) on the Gateway."""
 
@@ -256,6 +303,11 @@ class APIKeyAuth(Model):
     forward_client_id_header: (
         Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] | None
     ) = Field(default=None, alias="forwardClientIDHeader")
+    # Whose routes need a key. The Gateway's policy covers every route on it;
+    # a route outside this coverage composes a SecurityPolicy of its own that
+    # replaces the Gateway's for it (Envoy Gateway applies only the most
+    # specific policy), so it is open.
+    route_namespaces: RouteNamespaces = Field(default_factory=RouteNamespaces)
 
 
 class Auth(Model):

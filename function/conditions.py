@@ -49,6 +49,9 @@ class RoutingReason(StrEnum):
     GATEWAY_NOT_READY = "GatewayNotReady"
     # The AIGatewayRoute does not exist yet or is not Accepted.
     ROUTE_NOT_ACCEPTED = "RouteNotAccepted"
+    # The gateway asks callers for a key, this route's namespace is outside that
+    # caller auth, and the SecurityPolicy that opens the route is not Accepted.
+    AUTH_EXEMPTION_NOT_ACCEPTED = "AuthExemptionNotAccepted"
     # An AIServiceBackend (or its Backend) does not exist yet or is not Accepted.
     BACKEND_NOT_ACCEPTED = "BackendNotAccepted"
     # No backend that would take the model's requests has a serving workload.

@@ -198,7 +198,13 @@ def _spread(plan: GatewayPlan) -> dict[str, Any]:
 
 
 def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]:
-    """API-key auth on the Gateway: every route attached to it, the anchor included."""
+    """API-key auth on the Gateway: every route attached to it, the anchor included.
+
+    Routes outside `routeNamespaces` are opened by a policy of their own
+    (route.build_auth_exemption), never by narrowing this one: a Gateway-wide
+    policy refuses a new route from its first request, where a policy per
+    covered route would leave each route open until its policy is accepted.
+    """
     manifest = target_ref(
         plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.gateway_name, plan.namespace
     )
@@ -464,6 +470,10 @@ def _status(
         "namespace": plan.namespace,
         "listener": plan.spec.listeners[0].name,
     }
+    auth = plan.spec.auth.api_keys
+    if auth is not None:
+        # Routes read whether the key is theirs to need, and in which header.
+        gateway["callerAuth"] = {"header": auth.header, "routeNamespaces": auth.route_namespaces.published()}
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
         values: list[str] = [

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from function import naming, readiness
 from function.api import (
     API_KEY_POLICY_BY_SCHEMA,
@@ -38,6 +40,7 @@ from function.api import (
     Backend,
     Input,
     ModelRouteSpec,
+    RouteNamespaces,
 )
 from function.conditions import (
     BACKENDS_SERVING,
@@ -58,6 +61,7 @@ GATEWAY_REQUIREMENT = "inference-gateway"
 # backend taken out of the spec is recognisable among the observed resources.
 ROUTE = "route"
 TRAFFIC_POLICY = "traffic-policy"
+AUTH_EXEMPTION = "auth-exemption"
 GATEWAY_OBSERVER = "gateway-observer"
 BACKEND_PREFIX = "backend-"
 SERVICE_BACKEND_PREFIX = "service-backend-"
@@ -66,6 +70,14 @@ WORKLOAD_PREFIX = "workload-"
 
 _ACCEPTED = "Accepted"
 _BACKEND_GROUP = "gateway.envoyproxy.io"
+
+
+@dataclass(frozen=True)
+class CallerAuth:
+    """The gateway's caller auth, as it publishes it: the header, and whose routes need a key."""
+
+    header: str
+    route_namespaces: RouteNamespaces
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,13 @@ class Attachment:
     address: str | None
     # Where clients send requests, as the gateway publishes it.
     url: str | None = None
+    # None while the gateway asks callers for no key.
+    caller_auth: CallerAuth | None = None
+
+    def opens(self, route_namespace: str) -> bool:
+        """Whether a route in this namespace needs its own policy to be open to callers without a key."""
+        auth = self.caller_auth
+        return auth is not None and not auth.route_namespaces.covers(route_namespace, self.namespace)
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,19 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def read_caller_auth(status: Any) -> CallerAuth | None:
+    """The gateway's published caller auth; what cannot be read covers every route (fails closed)."""
+    raw = readiness.get_path(status, "callerAuth")
+    if raw is None:
+        return None
+    header = _str(readiness.get_path(raw, "header")) or "authorization"
+    try:
+        covers = RouteNamespaces.model_validate(readiness.get_path(raw, "routeNamespaces") or {})
+    except ValidationError:
+        covers = RouteNamespaces()
+    return CallerAuth(header, covers)
+
+
 def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     if GATEWAY_REQUIREMENT not in required:
@@ -118,6 +150,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         listener=_str(readiness.get_path(status, "listener")),
         address=_str(readiness.get_path(status, "address")),
         url=_str(readiness.get_path(status, "url")),
+        caller_auth=read_caller_auth(status),
     )
     return GatewayView(
         attachment,
@@ -266,6 +299,23 @@ def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any
     return manifest
 
 
+def build_auth_exemption(plan: RoutePlan) -> dict[str, Any]:
+    """A SecurityPolicy on this route's HTTPRoute that asks callers for nothing.
+
+    Envoy Gateway applies only the most specific SecurityPolicy to a route
+    (`mergeType` unset), so this one replaces the Gateway's API-key policy
+    for this route alone. The HTTPRoute is the one Envoy AI Gateway makes of
+    the AIGatewayRoute, under its name.
+    """
+    manifest = target_ref(
+        plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.route_name, plan.xr_namespace
+    )
+    manifest["spec"] = {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": plan.route_name}]
+    }
+    return manifest
+
+
 # pragma: no mutate end
 def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     parent: dict[str, Any] = {
@@ -353,6 +403,15 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         ),
         provider_config=provider,
     )
+    if attachment.opens(plan.xr_namespace):
+        # Watched: until Envoy Gateway accepts it, callers without a key are refused.
+        objects[AUTH_EXEMPTION] = wrap(
+            name=plan.object_name("auth-exemption"),
+            namespace=plan.xr_namespace,
+            manifest=build_auth_exemption(plan),
+            provider_config=provider,
+            cel_query=readiness.policy_accepted_query(),
+        )
     for b in plan.spec.backends:
         objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
         objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
@@ -386,12 +445,14 @@ def build_workload_observer(plan: RoutePlan, backend: Backend) -> dict[str, Any]
 def removed_by_spec(name: str) -> bool:
     """True for an observed per-backend resource that the current spec no longer composes.
 
-    Asked only of observed names this call did not compose. Only these may
-    leave the desired state: a backend taken out of the spec, or the security
-    policy of a backend whose API key was taken out. Anything else observed
-    (a name this version does not know) is kept.
+    Asked only of observed names this call did not compose, and only when
+    the gateway could be read. Only these may leave the desired state: a
+    backend taken out of the spec, the security policy of a backend whose API
+    key was taken out, or the auth exemption of a route the gateway's caller
+    auth now covers (or that no longer has caller auth to be exempt from).
+    Anything else observed (a name this version does not know) is kept.
     """
-    return any(
+    return name == AUTH_EXEMPTION or any(
         name.startswith(p)
         for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX, WORKLOAD_PREFIX)
     )
@@ -442,13 +503,22 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
         )
+    if AUTH_EXEMPTION in composed and not _ready(observed.get(AUTH_EXEMPTION)):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
+            f"SecurityPolicy {plan.xr_namespace}/{plan.route_name}, which opens this route to callers "
+            f"without a key (namespace {plan.xr_namespace} is outside the caller auth of {where}), "
+            "is not Accepted yet: until it is, Envoy asks every caller for a key",
+        )
     # The gateway observer's readiness is the gateway's, judged above from the
     # required resource Crossplane fetched for this call; workloads are judged
     # below, as serving or not.
     waiting = sorted(
         name
         for name in composed
-        if name not in (ROUTE, GATEWAY_OBSERVER)
+        if name not in (ROUTE, GATEWAY_OBSERVER, AUTH_EXEMPTION)
         and not name.startswith(WORKLOAD_PREFIX)
         and not _ready(observed.get(name))
     )
@@ -593,6 +663,13 @@ def compose(
         if view.attachment.url is not None:
             gateway["url"] = view.attachment.url
         status["gateway"] = gateway
+        auth = view.attachment.caller_auth
+        # What a caller of this model must send, if anything.
+        status["callerAuth"] = (
+            {"required": True, "header": auth.header}
+            if auth is not None and not view.attachment.opens(plan.xr_namespace)
+            else {"required": False}
+        )
     outcome.status = status
     outcome.extra = [serving_verdict(plan, observed)]
     for v in (verdict, *outcome.extra):

@@ -106,6 +106,15 @@ EXAMPLE_LIST = [
         )
         for state in ("workload-serving", "workload-scaled-to-zero", "workload-rolling-out")
     ],
+    # team-a is outside the gateway's caller auth: the route composes the
+    # SecurityPolicy that opens it and waits for it to be Accepted.
+    Example(
+        "gateway-auth-route-opened",
+        f"{RT}/xr.yaml",
+        f"{RT}/composition.yaml",
+        observed=f"{RT}/observed/composed",
+        required=f"{RT}/required/ready-auth",
+    ),
 ]
 
 

@@ -105,6 +105,27 @@ BAD = [
         "spec: must be an object",
         id="a spec that is not an object",
     ),
+    *[
+        pytest.param(
+            with_spec(GW_XR, auth={"apiKeys": {"secretRefs": [{"name": "k"}], "routeNamespaces": covers}}),
+            GATEWAY_INPUT,
+            f"spec.auth.apiKeys.routeNamespaces: {message}",
+            id=name,
+        )
+        for name, covers, message in (
+            ("caller auth for listed namespaces that lists none", {"from": "Names"}, "from: Names needs"),
+            (
+                "caller auth for every namespace that also lists some",
+                {"names": ["team-a"]},
+                "names is only read with from: Names, not from: All",
+            ),
+            (
+                "caller auth that lists a namespace twice",
+                {"from": "Names", "names": ["a", "a"]},
+                "names must be unique",
+            ),
+        )
+    ],
     pytest.param(
         with_spec(ROUTE_XR, backends=[]),
         ROUTE_INPUT,

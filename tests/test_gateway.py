@@ -907,3 +907,28 @@ def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
     rsp = run(make_request(XR, GATEWAY_INPUT, observed))
     assert set(desired(rsp)) == ALL_NAMES | {"legacy-thing"}
     assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_the_status_tells_routes_whose_key_is_needed_and_in_which_header() -> None:
+    xr = copy.deepcopy(AUTH_XR)
+    xr["spec"]["auth"]["apiKeys"] |= {
+        "header": "x-api-key",
+        "routeNamespaces": {"from": "Names", "names": ["team-b", "platform"]},
+    }
+    status = resource.struct_to_dict(run(make_request(xr, GATEWAY_INPUT, {})).desired.composite.resource)[
+        "status"
+    ]
+    # Sorted, so the status does not change with the order names are listed in.
+    assert status["gateway"]["callerAuth"] == {
+        "header": "x-api-key",
+        "routeNamespaces": {"from": "Names", "names": ["platform", "team-b"]},
+    }
+    default = resource.struct_to_dict(
+        run(make_request(AUTH_XR, GATEWAY_INPUT, {})).desired.composite.resource
+    )
+    assert default["status"]["gateway"]["callerAuth"] == {
+        "header": "authorization",
+        "routeNamespaces": {"from": "All"},
+    }
+    off = resource.struct_to_dict(run(make_request(XR, GATEWAY_INPUT, {})).desired.composite.resource)
+    assert "callerAuth" not in off["status"]["gateway"]

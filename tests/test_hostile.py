@@ -32,7 +32,10 @@ GW_OBSERVED = by_resource_name(load_yaml(EXAMPLES / "inference-gateway" / "obser
 ROUTE_OBSERVED = by_resource_name(
     load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml")
 )
-READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
+READY_GWS = [
+    load_yaml(EXAMPLES / "model-route" / "required" / state / "inference-gateway.yaml")[0]
+    for state in ("ready", "ready-auth")
+]
 # Every field of the API appears in what is corrupted, the newer ones included.
 GW_XR = copy.deepcopy(GW_XR)
 GW_XR["spec"] |= {
@@ -41,6 +44,7 @@ GW_XR["spec"] |= {
             "secretRefs": [{"name": "client-keys"}],
             "header": "x-api-key",
             "forwardClientIDHeader": "x-client-id",
+            "routeNamespaces": {"from": "Names", "names": ["platform", "team-b"]},
         }
     },
     "requestBufferLimit": "8Mi",
@@ -130,7 +134,7 @@ def hostile_requests(draw: st.DrawFn) -> tuple[fnv1.RunFunctionRequest, set[str]
     observed = {k: v for k, v in observed.items() if isinstance(v, dict)}
     required: dict[str, list[dict[str, Any]]] = {}
     if route and draw(st.booleans()):
-        gw = corrupt(draw, copy.deepcopy(READY_GW))
+        gw = corrupt(draw, copy.deepcopy(draw(st.sampled_from(READY_GWS))))
         required[GATEWAY_REQUIREMENT] = [gw] if isinstance(gw, dict) else []
     if not isinstance(inp, dict):
         inp = {"not": "an input"}

@@ -238,6 +238,8 @@ def test_status_says_what_to_send_where() -> None:
             "address": "172.18.0.200",
             "url": "http://172.18.0.200",
         },
+        # The gateway asks callers for no key.
+        "callerAuth": {"required": False},
     }
 
 
@@ -1169,3 +1171,157 @@ def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> Non
     assert policy["spec"]["targetRefs"] == [
         {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route["name"]}
     ]
+
+
+# --- caller auth: whose routes need a key ------------------------------------------
+
+READY_AUTH_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready-auth" / "inference-gateway.yaml")[0]
+
+
+def _gateway_auth(covers: Any, header: str = "authorization") -> dict[str, Any]:
+    """The ready gateway, publishing caller auth with this coverage (None: auth off)."""
+    gw = copy.deepcopy(READY_GW)
+    if covers is not None:
+        gw["status"]["gateway"]["callerAuth"] = {"header": header, "routeNamespaces": covers}
+    return gw
+
+
+@dataclass(frozen=True)
+class CoverageCase:
+    name: str
+    covers: Any
+    route_namespace: str
+    # Whether the route composes the SecurityPolicy that opens it.
+    opened: bool
+    # The route's status.callerAuth.
+    caller_auth: dict[str, Any]
+
+
+NEEDS_KEY = {"required": True, "header": "authorization"}
+NO_KEY = {"required": False}
+
+COVERAGE_CASES = [
+    CoverageCase(
+        "a gateway without caller auth opens nothing and asks for no key", None, "team-a", False, NO_KEY
+    ),
+    CoverageCase("from All covers a route in another namespace", {"from": "All"}, "team-a", False, NEEDS_KEY),
+    CoverageCase("from Same opens a route in another namespace", {"from": "Same"}, "team-a", True, NO_KEY),
+    CoverageCase(
+        "from Same covers a route in the gateway's namespace", {"from": "Same"}, "platform", False, NEEDS_KEY
+    ),
+    CoverageCase(
+        "from Names covers a listed namespace",
+        {"from": "Names", "names": ["x", "team-a"]},
+        "team-a",
+        False,
+        NEEDS_KEY,
+    ),
+    CoverageCase(
+        "from Names opens a namespace it does not list",
+        {"from": "Names", "names": ["team-b"]},
+        "team-a",
+        True,
+        NO_KEY,
+    ),
+    CoverageCase(
+        "coverage the route cannot read covers it: fails closed", {"from": "Some"}, "team-a", False, NEEDS_KEY
+    ),
+    CoverageCase("coverage that is not an object covers the route", "everyone", "team-a", False, NEEDS_KEY),
+    CoverageCase("caller auth with no coverage published covers the route", {}, "team-a", False, NEEDS_KEY),
+]
+
+
+@pytest.mark.parametrize("case", COVERAGE_CASES, ids=lambda c: c.name)
+def test_whose_routes_need_a_key_follows_the_gateway_coverage(case: CoverageCase) -> None:
+    xr = copy.deepcopy(XR)
+    xr["metadata"]["namespace"] = case.route_namespace
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(_gateway_auth(case.covers))))
+    assert ("auth-exemption" in desired(rsp)) is case.opened
+    assert resource.struct_to_dict(rsp.desired.composite.resource)["status"]["callerAuth"] == case.caller_auth
+
+
+def test_the_published_header_is_the_one_callers_are_told_to_send() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(_gateway_auth({}, header="x-api-key"))))
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["callerAuth"] == {"required": True, "header": "x-api-key"}
+
+
+def test_the_exemption_replaces_the_gateway_policy_on_this_route_alone() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_AUTH_GW)))
+    obj = desired(rsp)["auth-exemption"]
+    assert obj["metadata"] == {
+        "name": unique_name("llama", "auth-exemption", identity=("ModelRoute",)),
+        "namespace": "team-a",
+    }
+    # Watched, and judged per ancestor: until Accepted, Envoy asks for a key.
+    assert obj["spec"]["readiness"] == {
+        "policy": "DeriveFromCelQuery",
+        "celQuery": readiness.policy_accepted_query(),
+    }
+    assert obj["spec"]["watch"] is True
+    assert "managementPolicies" not in obj["spec"]
+    route = unique_name("llama", identity=("route",))
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    assert manifest == {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "SecurityPolicy",
+        "metadata": {"name": route, "namespace": "team-a"},
+        # No auth of its own: the most specific policy wins, so none applies.
+        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}]},
+    }
+
+
+def _accepted(ready: bool) -> dict[str, Any]:
+    """An observed exemption Object whose CEL query found the policy Accepted, or not."""
+    obj = copy.deepcopy(COMPOSED["traffic-policy"])
+    obj["status"] = {
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "Available"}]
+    }
+    return obj
+
+
+EXEMPTION_VERDICT_CASES = [
+    (
+        "a route opened by a policy not yet created waits for it",
+        None,
+        False,
+        RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
+    ),
+    (
+        "a route opened by a policy not Accepted waits for it",
+        False,
+        False,
+        RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
+    ),
+    ("a route opened by an Accepted policy is available", True, True, RoutingReason.AVAILABLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted", "ready", "reason"), EXEMPTION_VERDICT_CASES, ids=lambda v: str(v)
+)
+def test_an_opened_route_is_ready_only_once_its_policy_is_accepted(
+    name: str, accepted: bool | None, ready: bool, reason: RoutingReason
+) -> None:
+    observed = copy.deepcopy(COMPOSED)
+    if accepted is not None:
+        observed["auth-exemption"] = _accepted(accepted)
+    got = condition(run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW))), "RoutingReady")
+    assert (got.reason, got.status == fnv1.STATUS_CONDITION_TRUE) == (reason, ready), name
+    if not ready:
+        assert "is outside the caller auth of gateway platform/inference" in got.message
+        assert "until it is, Envoy asks every caller for a key" in got.message
+
+
+def test_a_route_the_gateway_now_covers_drops_its_exemption() -> None:
+    """Kept, the exemption would leave the route open to callers without a key."""
+    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": _accepted(True)}
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(_gateway_auth({"from": "All"}))))
+    assert set(desired(rsp)) == ALL_NAMES
+
+
+def test_a_gateway_that_cannot_be_read_keeps_the_exemption() -> None:
+    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": _accepted(True)}
+    for required in (NOT_FETCHED, ABSENT):
+        rsp = run(make_request(XR, ROUTE_INPUT, observed, required))
+        assert set(desired(rsp)) == ALL_NAMES | {"auth-exemption"}

@@ -118,6 +118,14 @@ MEANINGS = {
         serving=(FALSE, "Degraded"),
         why="vllm serves none; retries (on by default) send its requests on to the hosted fallback",
     ),
+    "gateway-auth-route-opened": Meaning(
+        "RoutingReady",
+        FALSE,
+        "AuthExemptionNotAccepted",
+        ROUTE | {"auth-exemption"},
+        why="team-a is outside the gateway's caller auth; until its own SecurityPolicy is Accepted, "
+        "Envoy asks its callers for a key",
+    ),
     "gateway-ready-workload-rolling-out": Meaning(
         "RoutingReady",
         TRUE,
