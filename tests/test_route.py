@@ -1298,7 +1298,9 @@ EXEMPTION_VERDICT_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("name", "accepted", "ready", "reason"), EXEMPTION_VERDICT_CASES, ids=lambda v: str(v)
+    ("name", "accepted", "ready", "reason"),
+    EXEMPTION_VERDICT_CASES,
+    ids=[c[0] for c in EXEMPTION_VERDICT_CASES],
 )
 def test_an_opened_route_is_ready_only_once_its_policy_is_accepted(
     name: str, accepted: bool | None, ready: bool, reason: RoutingReason
