@@ -635,9 +635,57 @@ def _set_auth(env: Env, api_keys: dict[str, Any] | None) -> None:
     )
 
 
+def _route_opened_and_covered_again(env: Env, r: Report) -> None:
+    """Coverage narrowed to the gateway's namespace: the team-a route composes its own, empty
+    SecurityPolicy and Envoy Gateway accepts it; coverage back to All: that policy goes."""
+    sp = ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", ROUTE[0])
+    _set_auth(env, {"secretRefs": [{"name": "client-keys"}], "routeNamespaces": {"from": "Same"}})
+    changed = time.time()
+    policy = wait(
+        f"a SecurityPolicy on the route's HTTPRoute in {ROUTE[0]}, Accepted by Envoy Gateway",
+        lambda: next(
+            (
+                p
+                for p in env.kube.list(*sp)
+                if any(
+                    c.get("type") == "Accepted" and c.get("status") == "True"
+                    for a in (p.get("status") or {}).get("ancestors") or []
+                    for c in a.get("conditions", [])
+                )
+            ),
+            None,
+        ),
+        CONVERGE_S,
+    )
+    assert [t["kind"] for t in policy["spec"]["targetRefs"]] == ["HTTPRoute"], policy["spec"]
+    rt = wait(
+        "RoutingReady Available and callerAuth not required",
+        lambda: (
+            (x := env.route())
+            and condition(x, "RoutingReady").get("reason") == "Available"
+            and (x.get("status") or {}).get("callerAuth") == {"required": False}
+            and x
+        ),
+        CONVERGE_S,
+    )
+    r.lags.append(ts(condition(rt, "RoutingReady")["lastTransitionTime"]) - int(changed))
+    # Said explicitly: a merge patch keeps what it leaves out.
+    _set_auth(env, {"secretRefs": [{"name": "client-keys"}], "routeNamespaces": {"from": "All"}})
+    wait("the route's SecurityPolicy deleted with coverage All", lambda: not env.kube.list(*sp), CONVERGE_S)
+    wait(
+        "the route tells callers to send a key",
+        lambda: ((env.route() or {}).get("status") or {}).get("callerAuth", {}).get("required") is True,
+        CONVERGE_S,
+    )
+    r.notes.append(
+        "routeNamespaces Same: the team-a route's own SecurityPolicy Accepted, gone again with All"
+    )
+
+
 def caller_auth(env: Env, r: Report) -> None:
     """Caller auth whose key Secret is missing: GatewayReady False (AuthNotAccepted) on Envoy Gateway's own
-    verdict; the Secret created: True again; auth turned off: the SecurityPolicy goes."""
+    verdict; the Secret created: True again; coverage narrowed and widened: the route's own policy
+    comes and goes; auth turned off: the SecurityPolicy goes."""
     _set_auth(env, {"secretRefs": [{"name": "client-keys"}]})
     _gateway_follows(env, r, "AuthNotAccepted")
     policies = env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
@@ -657,6 +705,7 @@ def caller_auth(env: Env, r: Report) -> None:
         }
     )
     assert true(_gateway_follows(env, r, "Available"), "GatewayReady")
+    _route_opened_and_covered_again(env, r)
     _set_auth(env, None)
     wait(
         "the SecurityPolicy deleted with auth off",

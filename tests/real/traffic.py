@@ -74,11 +74,13 @@ KEYS = {
 }
 
 
-def model_route(name: str, model: str, backends: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+def model_route(
+    name: str, model: str, backends: list[dict[str, Any]], namespace: str = ROUTE_NS, **spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "ai.example.org/v1alpha1",
         "kind": "ModelRoute",
-        "metadata": {"name": name, "namespace": ROUTE_NS},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "gatewayRef": {"name": "inference", "namespace": "platform"},
             "model": model,
@@ -184,15 +186,28 @@ def composed_manifests(
     return out
 
 
+def gateway_status(xr: dict[str, Any]) -> dict[str, Any]:
+    """status.gateway as the function publishes it for this InferenceGateway."""
+    comp = load_yaml(EXAMPLES / "inference-gateway" / "composition.yaml")[0]
+    rsp, _ = render(xr, comp, [], [])
+    status = resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {}
+    return status.get("gateway") or {}
+
+
 def aigw_config(
-    world: World, auth: dict[str, Any] | None = None
+    world: World, auth: dict[str, Any] | None = None, routes: list[dict[str, Any]] | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The resources aigw runs: the platform's GatewayClass and key Secrets, and all that is rendered."""
     gateway_xr = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
     gateway_xr["spec"]["envoy"] = {"accessLog": {"modelAndTokens": True}}
     if auth is not None:
         gateway_xr["spec"]["auth"] = auth
+    routes = world.routes if routes is None else routes
     ready = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")
+    # The ready gateway, with the caller auth the function publishes for this spec.
+    published = gateway_status(gateway_xr).get("callerAuth")
+    if published is not None:
+        ready[0]["status"]["gateway"]["callerAuth"] = published
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
@@ -205,15 +220,16 @@ def aigw_config(
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": key.secret, "namespace": ROUTE_NS},
+            "metadata": {"name": key.secret, "namespace": namespace},
             "type": "Opaque",
             "stringData": {"apiKey": key.value},
         }
         for key in KEYS.values()
+        for namespace in sorted({r["metadata"]["namespace"] for r in routes})
     ]
     gateway = composed_manifests(gateway_xr, "inference-gateway/composition.yaml", [])
     docs += gateway
-    for xr in world.routes:
+    for xr in routes:
         docs += composed_manifests(xr, "model-route/composition.yaml", ready)
     anchor = next(d for d in gateway if d["kind"] == "AIGatewayRoute")
     return docs, anchor
@@ -505,6 +521,44 @@ def auth_fails_closed(world: World, root: Path, aigw: Path, envoy: Path) -> str:
     return f"with the key Secret missing every request is refused ({statuses}), none reaches a backend"
 
 
+OPEN_NS = "team-open"
+
+
+def auth_covers_by_namespace(world: World, root: Path, aigw: Path, envoy: Path) -> str:
+    """Caller auth covering team-a only: team-a's route refused without a valid key (the Secret
+    missing, as in auth_fails_closed); a route in another namespace, opened by its own SecurityPolicy,
+    answers callers that send no key. Shows Envoy Gateway applying the most specific policy."""
+    covered = world.routes[0]
+    opened = model_route(
+        "opened", "opened-test", [backend("openai", world.upstreams["openai"].port)], namespace=OPEN_NS
+    )
+    auth = {
+        "apiKeys": {
+            "secretRefs": [{"name": "client-keys"}],
+            "routeNamespaces": {"from": "Names", "names": [ROUTE_NS]},
+        }
+    }
+    docs, _ = aigw_config(world, auth, [covered, opened])
+    exemptions = [
+        d for d in docs if d["kind"] == "SecurityPolicy" and d["spec"]["targetRefs"][0]["kind"] == "HTTPRoute"
+    ]
+    check(
+        [d["metadata"]["namespace"] for d in exemptions] == [OPEN_NS],
+        f"want one route SecurityPolicy, in {OPEN_NS}; got {[d['metadata'] for d in exemptions]}",
+    )
+    openai = world.upstreams["openai"]
+    with running_aigw(docs, root, aigw, envoy) as (port, _sup):
+        deadline = time.monotonic() + 30
+        while (answer := chat(port, "opened-test")).status != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        check(answer.status == 200, f"the opened route answered {answer.status} without a key")
+        before = openai.count()
+        refused = [chat(port, "gpt-test", headers=h).status for h in ({}, {"authorization": "Bearer x"})]
+        check(all(s >= 400 for s in refused), f"the covered route answered {refused}")
+        check(openai.count() == before, "a request to the covered route reached its backend")
+    return f"team-a's route refused ({refused}); the route in {OPEN_NS} answered 200 without a key"
+
+
 def envoy_api_key_auth(envoy: Path, root: Path) -> str:
     """The filter Envoy Gateway's apiKeyAuth configures, on PyPI's Envoy alone: which headers it takes.
 
@@ -621,6 +675,7 @@ def main() -> int:
                 print(f"traffic: aigw's log ({sup.processes[0].log}):\n{sup.processes[0].tail(60)}")
         for name, step in [
             ("auth", lambda: auth_fails_closed(world, root / "auth", aigw, envoy)),
+            ("coverage", lambda: auth_covers_by_namespace(world, root / "coverage", aigw, envoy)),
             ("bearer", lambda: envoy_api_key_auth(envoy, root / "bearer")),
         ]:
             try:
@@ -636,7 +691,7 @@ def main() -> int:
         for upstream in world.upstreams.values():
             upstream.stop()
     if failures:
-        print(f"traffic: {failures} of {len(CHECKS) + 2} checks failed (logs in {root / 'logs'})")
+        print(f"traffic: {failures} of {len(CHECKS) + 3} checks failed (logs in {root / 'logs'})")
         return 1
     n = len(run.route_models())
     print(
