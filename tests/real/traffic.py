@@ -521,42 +521,39 @@ def auth_fails_closed(world: World, root: Path, aigw: Path, envoy: Path) -> str:
     return f"with the key Secret missing every request is refused ({statuses}), none reaches a backend"
 
 
-OPEN_NS = "team-open"
-
-
 def auth_covers_by_namespace(world: World, root: Path, aigw: Path, envoy: Path) -> str:
-    """Caller auth covering team-a only: team-a's route refused without a valid key (the Secret
-    missing, as in auth_fails_closed); a route in another namespace, opened by its own SecurityPolicy,
-    answers callers that send no key. Shows Envoy Gateway applying the most specific policy."""
-    covered = world.routes[0]
-    opened = model_route(
-        "opened", "opened-test", [backend("openai", world.upstreams["openai"].port)], namespace=OPEN_NS
-    )
+    """Caller auth covering the platform namespace only, its key Secret missing: team-a's route,
+    outside the coverage, opened by its own SecurityPolicy, answers callers that send no key.
+
+    With auth_fails_closed (the same gateway policy covering team-a: every request refused) this
+    shows Envoy Gateway applying only the most specific policy. One route namespace per run:
+    aigw v1.0.0 answered 500 for a route in a second namespace even without auth (its ext-proc:
+    "unknown backend").
+    """
     auth = {
         "apiKeys": {
             "secretRefs": [{"name": "client-keys"}],
-            "routeNamespaces": {"from": "Names", "names": [ROUTE_NS]},
+            "routeNamespaces": {"from": "Names", "names": ["platform"]},
         }
     }
-    docs, _ = aigw_config(world, auth, [covered, opened])
+    docs, _ = aigw_config(world, auth, [world.routes[0]])
     exemptions = [
-        d for d in docs if d["kind"] == "SecurityPolicy" and d["spec"]["targetRefs"][0]["kind"] == "HTTPRoute"
+        d["metadata"]
+        for d in docs
+        if d["kind"] == "SecurityPolicy" and d["spec"]["targetRefs"][0]["kind"] == "HTTPRoute"
     ]
-    check(
-        [d["metadata"]["namespace"] for d in exemptions] == [OPEN_NS],
-        f"want one route SecurityPolicy, in {OPEN_NS}; got {[d['metadata'] for d in exemptions]}",
-    )
+    check(len(exemptions) == 1, f"want one route SecurityPolicy, got {exemptions}")
     openai = world.upstreams["openai"]
+    before = openai.count()
     with running_aigw(docs, root, aigw, envoy) as (port, _sup):
         deadline = time.monotonic() + 30
-        while (answer := chat(port, "opened-test")).status != 200 and time.monotonic() < deadline:
+        while (answer := chat(port, "gpt-test")).status != 200 and time.monotonic() < deadline:
             time.sleep(0.5)
-        check(answer.status == 200, f"the opened route answered {answer.status} without a key")
-        before = openai.count()
-        refused = [chat(port, "gpt-test", headers=h).status for h in ({}, {"authorization": "Bearer x"})]
-        check(all(s >= 400 for s in refused), f"the covered route answered {refused}")
-        check(openai.count() == before, "a request to the covered route reached its backend")
-    return f"team-a's route refused ({refused}); the route in {OPEN_NS} answered 200 without a key"
+    check(answer.status == 200, f"the opened route answered {answer.status} without a key")
+    check(openai.count() > before, "the opened route's answer did not come from its backend")
+    return (
+        "with the Gateway's policy invalid (Secret missing), team-a's opened route answered 200 without a key"
+    )
 
 
 def envoy_api_key_auth(envoy: Path, root: Path) -> str:
