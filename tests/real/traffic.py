@@ -74,13 +74,11 @@ KEYS = {
 }
 
 
-def model_route(
-    name: str, model: str, backends: list[dict[str, Any]], namespace: str = ROUTE_NS, **spec: Any
-) -> dict[str, Any]:
+def model_route(name: str, model: str, backends: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "ai.example.org/v1alpha1",
         "kind": "ModelRoute",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": ROUTE_NS},
         "spec": {
             "gatewayRef": {"name": "inference", "namespace": "platform"},
             "model": model,
