@@ -1246,6 +1246,14 @@ def test_the_published_header_is_the_one_callers_are_told_to_send() -> None:
     assert status["callerAuth"] == {"required": True, "header": "x-api-key"}
 
 
+def test_caller_auth_published_without_a_header_means_envoy_gateways_default() -> None:
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["gateway"]["callerAuth"] = {}
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["callerAuth"] == {"required": True, "header": "authorization"}
+
+
 def test_the_exemption_replaces_the_gateway_policy_on_this_route_alone() -> None:
     rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_AUTH_GW)))
     obj = desired(rsp)["auth-exemption"]
