@@ -41,6 +41,7 @@ from function.api import (
     Input,
     ModelRouteSpec,
     RouteNamespaces,
+    WorkloadRef,
 )
 from function.conditions import (
     BACKENDS_SERVING,
@@ -423,17 +424,14 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
                 plan.object_name("security-policy", b.name), build_security_policy(plan, b, auth)
             )
         if b.workload_ref is not None:
-            objects[WORKLOAD_PREFIX + b.name] = build_workload_observer(plan, b)
+            objects[WORKLOAD_PREFIX + b.name] = build_workload_observer(plan, b.name, b.workload_ref)
     return objects
 
 
-def build_workload_observer(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
+def build_workload_observer(plan: RoutePlan, backend: str, ref: WorkloadRef) -> dict[str, Any]:
     """The observe-only, watched Object on what serves a backend, in the route's namespace."""
-    ref = backend.workload_ref
-    if ref is None:  # build_objects asks only for backends that name one
-        raise ValueError(f"backend {backend.name} names no workload")
     return wrap(
-        name=plan.object_name("workload", backend.name),
+        name=plan.object_name("workload", backend),
         namespace=plan.xr_namespace,
         manifest=target_ref(ref.api_version, ref.kind, ref.name, plan.xr_namespace),
         provider_config=plan.spec.provider_config_ref,
