@@ -64,6 +64,9 @@ TOKEN_USAGE_COSTS = (
 # anchor must never use it, or the anchor would show up as a model.
 MODEL_HEADER = "x-ai-eg-model"
 
+# The header callers send their API key in unless the gateway names another.
+DEFAULT_KEY_HEADER = "authorization"
+
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
 ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 Port = Annotated[int, Field(ge=1, le=65535, strict=False)]
@@ -297,7 +300,7 @@ class APIKeyAuth(Model):
     secret_refs: Annotated[list[SecretRef], Field(min_length=1, max_length=16)]
     # The header clients send their key in. With Authorization, Envoy takes
     # `Bearer <key>` (as OpenAI's SDKs send it) as well as the bare key.
-    header: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = "authorization"
+    header: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = DEFAULT_KEY_HEADER
     # A header that tells backends which client called (the Secret key), if any.
     # Spelt as Envoy Gateway spells it, not as to_camel would ("forwardClientIdHeader").
     forward_client_id_header: (

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from function import naming, readiness
 from function.api import (
     API_KEY_POLICY_BY_SCHEMA,
+    DEFAULT_KEY_HEADER,
     MODEL_HEADER,
     TOKEN_USAGE_COSTS,
     Backend,
@@ -124,7 +125,7 @@ def read_caller_auth(status: Any) -> CallerAuth | None:
     raw = readiness.get_path(status, "callerAuth")
     if raw is None:
         return None
-    header = _str(readiness.get_path(raw, "header")) or "authorization"
+    header = _str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER
     try:
         covers = RouteNamespaces.model_validate(readiness.get_path(raw, "routeNamespaces") or {})
     except ValidationError:
