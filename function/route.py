@@ -468,6 +468,7 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     view: GatewayView,
     composed: Mapping[str, Any],
     observed: Mapping[str, Mapping[str, Any]],
+    serving: Mapping[str, bool],
 ) -> Verdict:
     """RoutingReady: gateway readable and GatewayReady, route and backends Accepted."""
     if view.attachment is None:
@@ -528,7 +529,6 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.BACKEND_NOT_ACCEPTED,
             f"not Accepted yet: {', '.join(waiting)}",
         )
-    serving = backends_serving(plan, observed)
     takers = taking_requests(plan.spec)
     if not any(serving[b.name] for b in takers):
         return Verdict(
@@ -591,9 +591,10 @@ def serving_details(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) 
     return "; ".join(parts) or "no backend names a workload"
 
 
-def serving_verdict(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> Verdict:
+def serving_verdict(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], serving: Mapping[str, bool]
+) -> Verdict:
     """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
-    serving = backends_serving(plan, observed)
     count = sum(serving.values())
     total = len(serving)
     unobserved = sum(b.workload_ref is None for b in plan.spec.backends)
@@ -649,7 +650,9 @@ def compose(
         keep_observed(outcome, observed, removed_by_spec)
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
 
-    verdict = derive_verdict(plan, view, composed, observed)
+    # Whose workload serves: read once, for RoutingReady and BackendsServing.
+    serving = backends_serving(plan, observed)
+    verdict = derive_verdict(plan, view, composed, observed, serving)
     outcome.verdict = verdict
     status: dict[str, Any] = {"model": plan.model}
     if view.attachment is not None:
@@ -670,7 +673,7 @@ def compose(
             else {"required": False}
         )
     outcome.status = status
-    outcome.extra = [serving_verdict(plan, observed)]
+    outcome.extra = [serving_verdict(plan, observed, serving)]
     for v in (verdict, *outcome.extra):
         if v.changed_from(xr):
             severity = "Normal" if v.ready else "Warning"
