@@ -1279,13 +1279,10 @@ def test_the_exemption_replaces_the_gateway_policy_on_this_route_alone() -> None
     }
 
 
-def _accepted(ready: bool) -> dict[str, Any]:
-    """An observed exemption Object whose CEL query found the policy Accepted, or not."""
-    obj = copy.deepcopy(COMPOSED["traffic-policy"])
-    obj["status"] = {
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "Available"}]
-    }
-    return obj
+def _with_exemption(accepted: bool) -> dict[str, dict[str, Any]]:
+    """The composed route plus its exemption Object, Ready as the CEL query found the policy."""
+    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": copy.deepcopy(COMPOSED["route"])}
+    return observed if accepted else unaccepted(observed, "auth-exemption")
 
 
 EXEMPTION_VERDICT_CASES = [
@@ -1313,9 +1310,7 @@ EXEMPTION_VERDICT_CASES = [
 def test_an_opened_route_is_ready_only_once_its_policy_is_accepted(
     name: str, accepted: bool | None, ready: bool, reason: RoutingReason
 ) -> None:
-    observed = copy.deepcopy(COMPOSED)
-    if accepted is not None:
-        observed["auth-exemption"] = _accepted(accepted)
+    observed = copy.deepcopy(COMPOSED) if accepted is None else _with_exemption(accepted)
     got = condition(run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW))), "RoutingReady")
     assert (got.reason, got.status == fnv1.STATUS_CONDITION_TRUE) == (reason, ready), name
     if not ready:
@@ -1325,13 +1320,13 @@ def test_an_opened_route_is_ready_only_once_its_policy_is_accepted(
 
 def test_a_route_the_gateway_now_covers_drops_its_exemption() -> None:
     """Kept, the exemption would leave the route open to callers without a key."""
-    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": _accepted(True)}
+    observed = _with_exemption(accepted=True)
     rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(_gateway_auth({"from": "All"}))))
     assert set(desired(rsp)) == ALL_NAMES
 
 
 def test_a_gateway_that_cannot_be_read_keeps_the_exemption() -> None:
-    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": _accepted(True)}
+    observed = _with_exemption(accepted=True)
     for required in (NOT_FETCHED, ABSENT):
         rsp = run(make_request(XR, ROUTE_INPUT, observed, required))
         assert set(desired(rsp)) == ALL_NAMES | {"auth-exemption"}
