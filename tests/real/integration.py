@@ -635,6 +635,12 @@ def _set_auth(env: Env, api_keys: dict[str, Any] | None) -> None:
     )
 
 
+def _accepted_conditions(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Envoy Gateway policy's Accepted conditions, one per ancestor it reports."""
+    ancestors = (policy.get("status") or {}).get("ancestors") or []
+    return [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]
+
+
 def _route_opened_and_covered_again(env: Env, r: Report) -> None:
     """Coverage narrowed to the gateway's namespace: the team-a route composes its own, empty
     SecurityPolicy and Envoy Gateway accepts it; coverage back to All: that policy goes."""
@@ -644,15 +650,7 @@ def _route_opened_and_covered_again(env: Env, r: Report) -> None:
     policy = wait(
         f"a SecurityPolicy on the route's HTTPRoute in {ROUTE[0]}, Accepted by Envoy Gateway",
         lambda: next(
-            (
-                p
-                for p in env.kube.list(*sp)
-                if any(
-                    c.get("type") == "Accepted" and c.get("status") == "True"
-                    for a in (p.get("status") or {}).get("ancestors") or []
-                    for c in a.get("conditions", [])
-                )
-            ),
+            (p for p in env.kube.list(*sp) if any(c.get("status") == "True" for c in _accepted_conditions(p))),
             None,
         ),
         CONVERGE_S,
@@ -690,8 +688,7 @@ def caller_auth(env: Env, r: Report) -> None:
     _gateway_follows(env, r, "AuthNotAccepted")
     policies = env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
     assert len(policies) == 1, f"want one SecurityPolicy in {GATEWAY[0]}, got {len(policies)}"
-    ancestors = (policies[0].get("status") or {}).get("ancestors") or []
-    refused = [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]
+    refused = _accepted_conditions(policies[0])
     r.notes.append(
         "without the Secret Envoy Gateway says "
         + (", ".join(f"Accepted={c['status']} ({c.get('reason')})" for c in refused) or "nothing yet")

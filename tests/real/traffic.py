@@ -168,8 +168,9 @@ def build_world(closed_port: int) -> World:
 
 def composed_manifests(
     xr: dict[str, Any], composition: str, required: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The manifests of every Object the function composes that manages its target (not observe-only)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The manifests of every Object the function composes that manages its target (not observe-only),
+    and the XR's status as the function publishes it."""
     comp = load_yaml(EXAMPLES / composition)[0]
     rsp, _ = render(xr, comp, [], required)
     fatal = [r.message for r in rsp.results if r.severity == 1]
@@ -181,15 +182,7 @@ def composed_manifests(
         if obj["spec"].get("managementPolicies") == ["Observe"]:
             continue
         out.append(obj["spec"]["forProvider"]["manifest"])
-    return out
-
-
-def gateway_status(xr: dict[str, Any]) -> dict[str, Any]:
-    """status.gateway as the function publishes it for this InferenceGateway."""
-    comp = load_yaml(EXAMPLES / "inference-gateway" / "composition.yaml")[0]
-    rsp, _ = render(xr, comp, [], [])
-    status = resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {}
-    return status.get("gateway") or {}
+    return out, resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {}
 
 
 def aigw_config(
@@ -201,9 +194,10 @@ def aigw_config(
     if auth is not None:
         gateway_xr["spec"]["auth"] = auth
     routes = world.routes if routes is None else routes
+    gateway, status = composed_manifests(gateway_xr, "inference-gateway/composition.yaml", [])
     ready = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")
     # The ready gateway, with the caller auth the function publishes for this spec.
-    published = gateway_status(gateway_xr).get("callerAuth")
+    published = status["gateway"].get("callerAuth")
     if published is not None:
         ready[0]["status"]["gateway"]["callerAuth"] = published
     docs: list[dict[str, Any]] = [
@@ -218,17 +212,15 @@ def aigw_config(
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": key.secret, "namespace": namespace},
+            "metadata": {"name": key.secret, "namespace": ROUTE_NS},
             "type": "Opaque",
             "stringData": {"apiKey": key.value},
         }
         for key in KEYS.values()
-        for namespace in sorted({r["metadata"]["namespace"] for r in routes})
     ]
-    gateway = composed_manifests(gateway_xr, "inference-gateway/composition.yaml", [])
     docs += gateway
     for xr in routes:
-        docs += composed_manifests(xr, "model-route/composition.yaml", ready)
+        docs += composed_manifests(xr, "model-route/composition.yaml", ready)[0]
     anchor = next(d for d in gateway if d["kind"] == "AIGatewayRoute")
     return docs, anchor
 
