@@ -650,7 +650,11 @@ def _route_opened_and_covered_again(env: Env, r: Report) -> None:
     policy = wait(
         f"a SecurityPolicy on the route's HTTPRoute in {ROUTE[0]}, Accepted by Envoy Gateway",
         lambda: next(
-            (p for p in env.kube.list(*sp) if any(c.get("status") == "True" for c in _accepted_conditions(p))),
+            (
+                p
+                for p in env.kube.list(*sp)
+                if any(c.get("status") == "True" for c in _accepted_conditions(p))
+            ),
             None,
         ),
         CONVERGE_S,
