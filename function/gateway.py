@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from function import naming, readiness
@@ -39,6 +40,7 @@ from function.api import (
     InferenceGatewaySpec,
     Input,
     Listener,
+    ServiceType,
     SpreadPolicy,
 )
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
@@ -59,6 +61,10 @@ _PROGRAMMED = "Programmed"
 _ACCEPTED = "Accepted"
 # The XR kind, in the identity our hashed names carry.
 _KIND = "InferenceGateway"
+# Envoy Gateway writes a policy's Accepted status and pushes the xDS that
+# carries it from one translation; on the real data plane a keyed request
+# was refused (401) in the second after the SecurityPolicy turned Accepted.
+AUTH_PUSH_BOUND = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class GatewayPlan:
     xr_namespace: str
     spec: InferenceGatewaySpec
     inp: Input
+    # This call's clock: how long ago Envoy Gateway accepted the SecurityPolicy.
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def namespace(self) -> str:
@@ -200,10 +208,11 @@ def _spread(plan: GatewayPlan) -> dict[str, Any]:
 def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]:
     """API-key auth on the Gateway: every route attached to it, the anchor included.
 
-    Routes outside `routeNamespaces` are opened by a policy of their own
-    (route.build_auth_exemption), never by narrowing this one: a Gateway-wide
-    policy refuses a new route from its first request, where a policy per
-    covered route would leave each route open until its policy is accepted.
+    Gateway-wide, not per route: it refuses a new route from its first
+    request, where a policy per route would leave each route open until its
+    policy is accepted. And nothing opens a route again (issue #23): Envoy
+    decides auth on the route a request first matches, before Envoy AI
+    Gateway's ext-proc picks the model's route from the body.
     """
     manifest = target_ref(
         plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.gateway_name, plan.namespace
@@ -335,11 +344,14 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             ),
             observe_only=True,
         ),
+        # Judged and watched: Conflicted (an older policy on the Gateway) or
+        # Invalid, Envoy keeps its 32 KiB buffer and answers 413 to AI bodies.
         CLIENT_TRAFFIC_POLICY: wrap(
             name=plan.object_name("client-traffic-policy"),
             namespace=ns,
             manifest=build_client_traffic_policy(plan),
             provider_config=provider,
+            cel_query=readiness.policy_accepted_query(),
         ),
     }
     auth = plan.spec.auth.api_keys
@@ -389,12 +401,10 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
         )
     manifest = readiness.observed_manifest(observer)
     if manifest is None:
-        synced = readiness.condition(observer, "Synced")
-        if synced is not None and synced.get("status") == "False":
-            message = str(synced.get("message", ""))
+        error = readiness.sync_error(observer)
+        if error is not None:
             return _not_ready(
-                GatewayReason.NOT_YET_OBSERVED,
-                f"provider-kubernetes cannot observe {where}: {message}",
+                GatewayReason.NOT_YET_OBSERVED, f"provider-kubernetes cannot observe {where}: {error}"
             )
         return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
     state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
@@ -424,15 +434,65 @@ def _not_ready(reason: GatewayReason, message: str) -> Verdict:
     return Verdict(GATEWAY_READY, False, reason, message)
 
 
-def derive_verdict(
+def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | None) -> str | None:
+    """Why the listener routes attach to is not serving, or None when it is Programmed.
+
+    Envoy Gateway's Gateway Programmed ignores listeners (v1.8.1
+    `internal/gatewayapi/status/gateway.go`: an address and one available
+    Envoy replica): an HTTPS listener whose certificate Secret is missing is
+    Programmed=False (ResolvedRefs=False, InvalidCertificateRef) under a
+    Programmed Gateway, and Envoy serves nothing on it. ModelRoutes attach to
+    the first listener only (sectionName), so that is the one read; one not
+    reported yet counts as not serving.
+    """
+    listener = plan.spec.listeners[0].name
+    reported = readiness.get_path(readiness.observed_manifest(gateway), "status", "listeners")
+    found = next(
+        (
+            item
+            for item in (reported if isinstance(reported, list) else [])
+            if isinstance(item, Mapping) and item.get("name") == listener
+        ),
+        None,
+    )
+    if found is None:
+        return f"has not reported listener {listener} yet"
+    programmed = readiness.condition({"status": found}, _PROGRAMMED)
+    if programmed is None or programmed.get("status") != "True":
+        why = "" if programmed is None else f" ({programmed.get('reason')}: {programmed.get('message')})"
+        return f"listener {listener} is not Programmed{why}: Envoy serves nothing on it"
+    return None
+
+
+def _policy_state(policy: Mapping[str, Any] | None) -> str:
+    """How an Envoy Gateway policy stands, with the reasons its ancestors give when it is not Accepted."""
+    if policy is None:
+        return "has not been created yet"
+    ancestors = readiness.get_path(readiness.observed_manifest(policy), "status", "ancestors")
+    reasons = sorted(
+        {
+            f"{c.get('reason')}: {c.get('message')}"
+            for a in (ancestors if isinstance(ancestors, list) else [])
+            if isinstance(a, Mapping)
+            for c in [readiness.condition({"status": a}, _ACCEPTED)]
+            if c is not None and c.get("status") != "True"
+        }
+    )
+    return "is not Accepted" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None = None
 ) -> Verdict:
-    """GatewayReady: Gateway Programmed, anchor Accepted, rollout finished; first failure wins."""
+    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
     gateway = observed.get(GATEWAY)
     if not _ready(gateway):
         state = "has not been created yet" if gateway is None else "is not Programmed"
         return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
+    listener = _listener_not_programmed(plan, gateway)
+    if listener is not None:
+        return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
     anchor = observed.get(ANCHOR)
     if not _ready(anchor):
         state = "has not been created yet" if anchor is None else "is not Accepted"
@@ -447,12 +507,51 @@ def derive_verdict(
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "
             "Envoy Gateway answers every request with 500 until it is",
         )
+    traffic = observed.get(CLIENT_TRAFFIC_POLICY)
+    if not _ready(traffic):
+        return _not_ready(
+            GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+            f"the ClientTrafficPolicy of {gateway_ref} {_policy_state(traffic)}: Envoy keeps its 32 KiB "
+            "request buffer and refuses larger request bodies (413) until it is",
+        )
+    accepted = readiness.policy_accepted_at(policy) if plan.spec.auth.api_keys is not None else None
+    # A stamp further ahead than the bound is a clock that disagrees with ours: not judged.
+    if accepted is not None and -AUTH_PUSH_BOUND < plan.now - accepted < AUTH_PUSH_BOUND:
+        return _not_ready(
+            GatewayReason.AUTH_LOADING,
+            f"Envoy Gateway accepted the API-key SecurityPolicy of {gateway_ref} "
+            f"{max(0, int((plan.now - accepted).total_seconds()))} s ago; Envoy refuses every key until "
+            f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
+        )
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
 
 
-def listener_url(listener: Listener, address: str) -> str:
-    """Where clients reach a listener: its hostname if it names one, else the Gateway's address."""
-    host = listener.hostname if listener.hostname and not listener.hostname.startswith("*") else address
+def auth_loaded_in(
+    plan: GatewayPlan, verdict: Verdict, observed: Mapping[str, Mapping[str, Any]]
+) -> timedelta | None:
+    """While Envoy receives the policy: how soon to be called again to say True, not a poll later."""
+    if verdict.reason != GatewayReason.AUTH_LOADING:
+        return None
+    accepted = readiness.policy_accepted_at(observed.get(SECURITY_POLICY))
+    assert accepted is not None
+    # Always more than a second: the verdict holds only while the bound has not passed.
+    return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
+
+
+def listener_url(listener: Listener, address: str, service_type: ServiceType) -> str | None:
+    """Where clients reach a listener, or None where no URL would be right.
+
+    A wildcard hostname names no host a client can send (Envoy's virtual host
+    for `*.example.com` matches no request to the bare address), so clients
+    choose the host under it. A NodePort Service is reached on its node port,
+    which Envoy Gateway assigns and the function does not observe; the
+    Gateway's address is then a node's.
+    """
+    if service_type is ServiceType.NODE_PORT:
+        return None
+    if listener.hostname is not None and listener.hostname.startswith("*"):
+        return None
+    host = listener.hostname or address
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"
     scheme = "https" if listener.protocol == "HTTPS" else "http"
@@ -469,11 +568,13 @@ def _status(
         "name": plan.gateway_name,
         "namespace": plan.namespace,
         "listener": plan.spec.listeners[0].name,
+        # Routes from other namespaces read it: with Same, Envoy Gateway refuses them.
+        "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
     auth = plan.spec.auth.api_keys
     if auth is not None:
-        # Routes read whether the key is theirs to need, and in which header.
-        gateway["callerAuth"] = {"header": auth.header, "routeNamespaces": auth.route_namespaces.published()}
+        # Routes tell their callers that a key is needed, and in which header.
+        gateway["callerAuth"] = {"header": auth.header}
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
         values: list[str] = [
@@ -481,9 +582,15 @@ def _status(
         ]
         if values:
             gateway["address"] = values[0]
-            urls = [listener_url(listener, values[0]) for listener in plan.spec.listeners]
-            gateway["url"] = urls[0]
-            gateway["urls"] = urls
+            # Routes attach to the first listener only (sectionName), so only
+            # its URL reaches a model.
+            url = listener_url(plan.spec.listeners[0], values[0], plan.spec.envoy.service_type)
+            if url is not None:
+                gateway["url"] = url
+                gateway["urls"] = [url]
+    hostname = plan.spec.listeners[0].hostname
+    if hostname is not None:
+        gateway["hostname"] = hostname
     namespace, name = plan.deployment
     deployment: dict[str, Any] = {"name": name, "namespace": namespace}
     observer = observed.get(OBSERVER)
@@ -523,14 +630,17 @@ def compose(
     spec: InferenceGatewaySpec,
     inp: Input,
     observed: Mapping[str, Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
 ) -> Outcome:
-    """The whole InferenceGateway composition for one call."""
+    """The whole InferenceGateway composition for one call; `now` is the call's clock."""
     metadata = xr.get("metadata") or {}
     plan = GatewayPlan(
         xr_name=str(metadata.get("name", "")),
         xr_namespace=str(metadata.get("namespace", "")),
         spec=spec,
         inp=inp,
+        now=now or datetime.now(UTC),
     )
     outcome = Outcome(resources=build_objects(plan))
     # Only caller auth, turned off in the spec, may leave; anything else
@@ -541,6 +651,7 @@ def compose(
     previous = previous if isinstance(previous, str) else None
     verdict = derive_verdict(plan, observed, previous)
     outcome.verdict = verdict
+    outcome.ttl = auth_loaded_in(plan, verdict, observed)
     outcome.status = _status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
     if verdict.changed_from(xr):
         severity = "Normal" if verdict.ready else "Warning"

@@ -37,12 +37,17 @@ _SEVERITY = {
 
 @dataclass(frozen=True)
 class Requirement:
-    """A required resource, fetched by Crossplane before the next call."""
+    """A required resource, fetched by Crossplane before the next call.
+
+    By name, or, with `labels` (and no name), every object of the kind
+    carrying them: in `namespace`, or in every namespace when it is "".
+    """
 
     api_version: str
     kind: str
     name: str
     namespace: str
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -58,6 +63,8 @@ class Outcome:
     # (severity, reason, message) of events to emit.
     results: list[tuple[str, str, str]] = field(default_factory=list)
     requirements: dict[str, Requirement] = field(default_factory=dict)
+    # How soon to be called again, where sooner than the verdict's usual TTL.
+    ttl: timedelta | None = None
 
     def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.
@@ -85,9 +92,10 @@ def keep_observed(
 ) -> None:
     """Emit again every observed composed resource this call did not compose.
 
-    Crossplane deletes whatever is observed but not desired. Only what the spec
-    deliberately took out (`may_drop`) may go; anything else, including names
-    an older version of this function composed, is kept as observed.
+    Crossplane deletes whatever is observed but not desired. Only what
+    `may_drop` names may go: what the spec deliberately took out, and what an
+    older version composed that must not survive (route.never_kept); anything
+    else, including other names an older version composed, is kept as observed.
     """
     for name in sorted(observed):
         if name not in outcome.resources and not may_drop(name):
@@ -117,7 +125,8 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         # The XR's Ready follows this condition, whatever the composed
         # resources' own readiness says.
         rsp.desired.composite.ready = fnv1.READY_TRUE if verdict.ready else fnv1.READY_FALSE
-        rsp.meta.ttl.FromTimedelta(SETTLED_TTL if verdict.ready else WAITING_TTL)
+        usual = SETTLED_TTL if verdict.ready else WAITING_TTL
+        rsp.meta.ttl.FromTimedelta(min(usual, outcome.ttl) if outcome.ttl is not None else usual)
     for extra in outcome.extra:
         response.set_conditions(
             rsp,
@@ -129,6 +138,16 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         rsp.results.append(fnv1.Result(severity=_SEVERITY[severity], reason=reason, message=message))
     for key in sorted(outcome.requirements):
         req = outcome.requirements[key]
-        response.require_resources(
-            rsp, key, req.api_version, req.kind, match_name=req.name, namespace=req.namespace
-        )
+        if req.labels:
+            response.require_resources(
+                rsp,
+                key,
+                req.api_version,
+                req.kind,
+                match_labels=dict(req.labels),
+                namespace=req.namespace or None,
+            )
+        else:
+            response.require_resources(
+                rsp, key, req.api_version, req.kind, match_name=req.name, namespace=req.namespace
+            )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from function.api import AvailabilityPolicy
@@ -136,7 +137,9 @@ def workload_summary(api_version: str, kind: str, observed: Mapping[str, Any] | 
         return f"{kind} not found"
     manifest = observed_manifest(observed)
     if manifest is None:
-        return "not observed yet"
+        # RBAC missing for the workload's kind says Forbidden here, not "not yet".
+        error = sync_error(observed)
+        return f"provider-kubernetes cannot observe it: {error}" if error else "not observed yet"
     if (api_version, kind) in REPLICATED:
         desired = _count(get_path(manifest, "spec", "replicas")) or 0
         available = _count(get_path(manifest, "status", "availableReplicas")) or 0
@@ -206,6 +209,14 @@ def target_gone(obj: Mapping[str, Any] | None) -> bool:
 _PAUSED = "ReconcilePaused"
 
 
+def sync_error(obj: Mapping[str, Any] | None) -> str | None:
+    """The provider's message while it cannot sync the Object (Synced=False), e.g. a forbidden read."""
+    synced = condition(obj, "Synced")
+    if synced is None or synced.get("status") != "False":
+        return None
+    return str(synced.get("message", ""))
+
+
 def paused(obj: Mapping[str, Any] | None) -> bool:
     """True while reconciliation of obj is paused, so its conditions are not maintained."""
     synced = condition(obj, "Synced")
@@ -215,6 +226,43 @@ def paused(obj: Mapping[str, Any] | None) -> bool:
 def in_effect(obj: Mapping[str, Any] | None) -> bool:
     """The Object's readiness query holds for a target that still exists, observed now."""
     return condition_is_true(obj, "Ready") and not target_gone(obj) and not paused(obj)
+
+
+def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> datetime | None:
+    """When the target's condition of that type was last written, as its controller stamped it."""
+    found = condition(observed_manifest(obj), condition_type)
+    return _timestamp(found.get("lastTransitionTime")) if found is not None else None
+
+
+def policy_accepted_at(obj: Mapping[str, Any] | None) -> datetime | None:
+    """When Envoy Gateway last turned the policy Accepted, over every ancestor it reports."""
+    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
+    stamps = [
+        when
+        for a in (ancestors if isinstance(ancestors, list) else [])
+        if isinstance(a, Mapping)
+        for when in [_accepted_stamp(a)]
+        if when is not None
+    ]
+    return max(stamps) if stamps else None
+
+
+def _accepted_stamp(holder: Mapping[str, Any]) -> datetime | None:
+    found = condition({"status": holder}, "Accepted")
+    if found is None or found.get("status") != "True":
+        return None
+    return _timestamp(found.get("lastTransitionTime"))
+
+
+def _timestamp(stamp: Any) -> datetime | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    # Kubernetes writes UTC with a Z; a stamp without a zone is read as UTC.
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -37,6 +37,11 @@ def build_traffic_policy(
     manifest = target_ref(api_version, "BackendTrafficPolicy", name, namespace)
     spec: dict[str, Any] = {
         "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": http_route}],
+        # Merged into a platform's Gateway- or listener-level policy (token
+        # rate limits, as Envoy AI Gateway's own examples target the Gateway)
+        # instead of replacing it; with none, Envoy Gateway applies this one
+        # alone (v1.8.1 internal/gatewayapi/backendtrafficpolicy.go).
+        "mergeType": "StrategicMerge",
         "timeout": {"http": {"streamIdleTimeout": timeouts.stream_idle}},
     }
     retry = _retry(resilience.retry)

@@ -20,19 +20,19 @@ this very call; the observer exists to wake the route up.
 The one input a route cannot do without is where to attach: the Gateway's
 name, namespace and listener, which the InferenceGateway publishes in its
 status. If that cannot be read, a route composed before is emitted again
-exactly as observed (never fewer desired resources than observed), and a
-route never composed stays uncomposed until the gateway can be read.
+exactly as observed (never fewer desired resources than observed, but for
+the auth exemption an older version composed, which is always dropped), and
+a route never composed stays uncomposed until the gateway can be read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
-from function import naming, readiness
+from function import claims, naming, readiness, references
 from function.api import (
     API_KEY_POLICY_BY_SCHEMA,
     DEFAULT_KEY_HEADER,
@@ -41,7 +41,6 @@ from function.api import (
     Backend,
     Input,
     ModelRouteSpec,
-    RouteNamespaces,
     WorkloadRef,
 )
 from function.conditions import (
@@ -51,6 +50,7 @@ from function.conditions import (
     BackendsReason,
     RoutingReason,
     Verdict,
+    as_observed,
 )
 from function.objects import target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
@@ -63,6 +63,7 @@ GATEWAY_REQUIREMENT = "inference-gateway"
 # backend taken out of the spec is recognisable among the observed resources.
 ROUTE = "route"
 TRAFFIC_POLICY = "traffic-policy"
+# Composed by v0.x for routes outside a narrowed caller auth; only ever removed now.
 AUTH_EXEMPTION = "auth-exemption"
 GATEWAY_OBSERVER = "gateway-observer"
 BACKEND_PREFIX = "backend-"
@@ -71,15 +72,23 @@ SECURITY_POLICY_PREFIX = "security-policy-"
 WORKLOAD_PREFIX = "workload-"
 
 _ACCEPTED = "Accepted"
+# How long after Envoy AI Gateway accepts a route (or a backend) its ext-proc
+# may still answer 500 "unknown backend": the controller writes the filter
+# configuration Secret and annotates the Envoy pods so the kubelet refreshes
+# the volume at once; the ext-proc polls the file every 5 s
+# (internal/filterapi/watcher.go). Measured on the real data plane (make
+# integration): 500s until 8-9 s after Accepted. Envoy AI Gateway restamps
+# Accepted on every reconcile (controller.go newConditions), so the stamp is
+# the time of the last configuration write.
+EXTPROC_LOAD_BOUND = timedelta(seconds=15)
 _BACKEND_GROUP = "gateway.envoyproxy.io"
 
 
 @dataclass(frozen=True)
 class CallerAuth:
-    """The gateway's caller auth, as it publishes it: the header, and whose routes need a key."""
+    """The gateway's caller auth, as it publishes it: the header callers send their key in."""
 
     header: str
-    route_namespaces: RouteNamespaces
 
 
 @dataclass(frozen=True)
@@ -94,11 +103,8 @@ class Attachment:
     url: str | None = None
     # None while the gateway asks callers for no key.
     caller_auth: CallerAuth | None = None
-
-    def opens(self, route_namespace: str) -> bool:
-        """Whether a route in this namespace needs its own policy to be open to callers without a key."""
-        auth = self.caller_auth
-        return auth is not None and not auth.route_namespaces.covers(route_namespace, self.namespace)
+    # Which namespaces' routes the listener admits (Gateway API allowedRoutes.namespaces.from).
+    allowed_routes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,16 +127,15 @@ def _str(value: Any) -> str | None:
 
 
 def read_caller_auth(status: Any) -> CallerAuth | None:
-    """The gateway's published caller auth; what cannot be read covers every route (fails closed)."""
+    """The gateway's published caller auth: it covers this route whatever else it says.
+
+    A `routeNamespaces` an older version published is not read: the Gateway's
+    policy covers every route (issue #23), and an exemption is never composed.
+    """
     raw = readiness.get_path(status, "callerAuth")
     if raw is None:
         return None
-    header = _str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER
-    try:
-        covers = RouteNamespaces.model_validate(readiness.get_path(raw, "routeNamespaces") or {})
-    except ValidationError:
-        covers = RouteNamespaces()
-    return CallerAuth(header, covers)
+    return CallerAuth(_str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER)
 
 
 def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
@@ -153,6 +158,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         address=_str(readiness.get_path(status, "address")),
         url=_str(readiness.get_path(status, "url")),
         caller_auth=read_caller_auth(status),
+        allowed_routes=_str(readiness.get_path(status, "allowedRoutes")),
     )
     return GatewayView(
         attachment,
@@ -168,10 +174,18 @@ class RoutePlan:
     xr_namespace: str
     spec: ModelRouteSpec
     inp: Input
+    # This call's clock: how long ago Envoy AI Gateway wrote the route's configuration.
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def model(self) -> str:
         return self.spec.model or f"{self.xr_namespace}/{self.xr_name}"
+
+    @property
+    def claim(self) -> str:
+        """The model on its gateway, as a label value (function/claims.py)."""
+        ref = self.spec.gateway_ref
+        return claims.claim(ref.namespace or self.xr_namespace, ref.name, self.model)
 
     @property
     def route_name(self) -> str:
@@ -301,23 +315,6 @@ def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any
     return manifest
 
 
-def build_auth_exemption(plan: RoutePlan) -> dict[str, Any]:
-    """A SecurityPolicy on this route's HTTPRoute that asks callers for nothing.
-
-    Envoy Gateway applies only the most specific SecurityPolicy to a route
-    (`mergeType` unset), so this one replaces the Gateway's API-key policy
-    for this route alone. The HTTPRoute is the one Envoy AI Gateway makes of
-    the AIGatewayRoute, under its name.
-    """
-    manifest = target_ref(
-        plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.route_name, plan.xr_namespace
-    )
-    manifest["spec"] = {
-        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": plan.route_name}]
-    }
-    return manifest
-
-
 # pragma: no mutate end
 def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
     parent: dict[str, Any] = {
@@ -389,8 +386,11 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         )
 
     objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
-    # Ready once created: Envoy Gateway reports a policy per ancestor, and a
-    # policy it rejected leaves requests served, only without retries.
+    # What other routes claiming this model on this gateway find it by (function/claims.py).
+    objects[ROUTE]["metadata"]["labels"] = {claims.LABEL: plan.claim}
+    # Judged and watched: a policy Envoy Gateway does not accept (Conflicted
+    # by an older one on the same HTTPRoute) leaves requests served without
+    # retries or ejection, so no fallback; taking_requests reads it.
     objects[TRAFFIC_POLICY] = wrap(
         name=plan.object_name("traffic-policy"),
         namespace=plan.xr_namespace,
@@ -404,16 +404,8 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
             timeouts=plan.spec.timeouts,
         ),
         provider_config=provider,
+        cel_query=readiness.policy_accepted_query(),
     )
-    if attachment.opens(plan.xr_namespace):
-        # Watched: until Envoy Gateway accepts it, callers without a key are refused.
-        objects[AUTH_EXEMPTION] = wrap(
-            name=plan.object_name("auth-exemption"),
-            namespace=plan.xr_namespace,
-            manifest=build_auth_exemption(plan),
-            provider_config=provider,
-            cel_query=readiness.policy_accepted_query(),
-        )
     for b in plan.spec.backends:
         objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
         objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
@@ -441,17 +433,27 @@ def build_workload_observer(plan: RoutePlan, backend: str, ref: WorkloadRef) -> 
     )
 
 
+def never_kept(name: str) -> bool:
+    """The auth exemption an older version composed: dropped on every call.
+
+    Its SecurityPolicy, with no auth of its own, replaced the Gateway's on
+    this route's HTTPRoute; Envoy decides auth on the route a request first
+    matches, so it opened covered models to callers without a key (issue
+    #23). Dropped even while the gateway cannot be read: security fails closed.
+    """
+    return name == AUTH_EXEMPTION
+
+
 def removed_by_spec(name: str) -> bool:
     """True for an observed per-backend resource that the current spec no longer composes.
 
     Asked only of observed names this call did not compose, and only when
     the gateway could be read. Only these may leave the desired state: a
-    backend taken out of the spec, the security policy of a backend whose API
-    key was taken out, or the auth exemption of a route the gateway's caller
-    auth now covers (or that no longer has caller auth to be exempt from).
-    Anything else observed (a name this version does not know) is kept.
+    backend taken out of the spec, or the security policy of a backend whose
+    API key was taken out. Anything else observed (a name this version does
+    not know) is kept, except the auth exemption (see never_kept).
     """
-    return name == AUTH_EXEMPTION or any(
+    return any(
         name.startswith(p)
         for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX, WORKLOAD_PREFIX)
     )
@@ -469,8 +471,13 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     composed: Mapping[str, Any],
     observed: Mapping[str, Mapping[str, Any]],
     serving: Mapping[str, bool],
+    *,
+    unresolved: Mapping[str, Sequence[str]],
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> Verdict:
-    """RoutingReady: gateway readable and GatewayReady, route and backends Accepted."""
+    """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
+    references readable, route and backends Accepted, configuration loaded, and a backend that
+    takes requests serving."""
     if view.attachment is None:
         return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
     gateway_ready = view.ready
@@ -496,6 +503,36 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.GATEWAY_NOT_READY,
             f"{where} is not ready: {reason}: {message}",
         )
+    if view.attachment.allowed_routes == "Same" and view.attachment.namespace != plan.xr_namespace:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ALLOWED,
+            f"the listener {view.attachment.listener} of {where} admits routes from its own namespace only "
+            f"(allowedRoutes Same): Envoy Gateway refuses this route (NotAllowedByListeners) and serves "
+            "none of its requests, while Envoy AI Gateway still says Accepted",
+        )
+    held_by = claims.holder(required, plan.xr_namespace, plan.xr_name)
+    if held_by is not None:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.MODEL_CLAIMED,
+            f"model {plan.model} on {where} is already routed by ModelRoute {held_by}, which is older: "
+            "Envoy serves the oldest route of a model, so this one's backends get none of its requests",
+        )
+    # Before Accepted: upstream accepts the policies and Backends whatever these say.
+    fails_over = _ready(observed.get(TRAFFIC_POLICY))
+    takers = taking_requests(plan.spec, fails_over=fails_over)
+    broken = [f"{b.name}: {why}" for b in takers for why in unresolved.get(b.name, ())]
+    if broken:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.REFERENCE_NOT_FOUND,
+            f"upstream cannot read what a backend that takes requests names, so its requests fail: "
+            f"{'; '.join(broken)}",
+        )
     if not _ready(observed.get(ROUTE)):
         return Verdict(
             ROUTING_READY,
@@ -503,22 +540,14 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
         )
-    if AUTH_EXEMPTION in composed and not _ready(observed.get(AUTH_EXEMPTION)):
-        return Verdict(
-            ROUTING_READY,
-            False,
-            RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
-            f"SecurityPolicy {plan.xr_namespace}/{plan.route_name}, which opens this route to callers "
-            f"without a key (namespace {plan.xr_namespace} is outside the caller auth of {where}), "
-            "is not Accepted yet: until it is, Envoy asks every caller for a key",
-        )
     # The gateway observer's readiness is the gateway's, judged above from the
     # required resource Crossplane fetched for this call; workloads are judged
     # below, as serving or not.
     waiting = sorted(
         name
         for name in composed
-        if name not in (ROUTE, GATEWAY_OBSERVER, AUTH_EXEMPTION)
+        # The traffic policy decides which backends take requests, not whether any does.
+        if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
         and not name.startswith(WORKLOAD_PREFIX)
         and not _ready(observed.get(name))
     )
@@ -529,14 +558,26 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.BACKEND_NOT_ACCEPTED,
             f"not Accepted yet: {', '.join(waiting)}",
         )
-    takers = taking_requests(plan.spec)
+    written = config_written_at(composed, observed)
+    # A stamp further ahead than the bound is a clock that disagrees with ours:
+    # it cannot be judged, and must not hold True back for as long as it is ahead.
+    if written is not None and -EXTPROC_LOAD_BOUND < plan.now - written < EXTPROC_LOAD_BOUND:
+        age = max(0, int((plan.now - written).total_seconds()))
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.CONFIG_LOADING,
+            f"Envoy AI Gateway accepted this route's configuration {age} s ago; its ext-proc loads it "
+            f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
+        )
     if not any(serving[b.name] for b in takers):
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.BACKEND_NOT_SERVING,
             f"no backend that takes the model's requests is serving ({', '.join(b.name for b in takers)}); "
-            f"{serving_details(plan, observed)}"
+            f"{serving_details(plan, observed, unresolved)}"
+            + ("" if fails_over or not retries_or_ejection(plan.spec) else f"; {_NO_FALLBACK}")
             if takers
             else "every backend has weight 0: no request is sent to any",
         )
@@ -548,16 +589,58 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     )
 
 
-def backends_serving(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, bool]:
-    """Backend name -> whether its workload serves; one without a workloadRef counts as serving
-    (an external provider: nothing in the cluster to observe)."""
+def config_written_at(
+    composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+) -> datetime | None:
+    """When Envoy AI Gateway last wrote configuration for this route: the latest Accepted stamp
+    of the AIGatewayRoute and the AIServiceBackends composed on this call."""
+    stamps = [
+        t
+        for name in composed
+        if name == ROUTE or name.startswith(SERVICE_BACKEND_PREFIX)
+        if (t := readiness.condition_time(observed.get(name), _ACCEPTED)) is not None
+    ]
+    return max(stamps) if stamps else None
+
+
+def config_loaded_in(
+    plan: RoutePlan, verdict: Verdict, composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+) -> timedelta | None:
+    """While the configuration loads: how soon to be called again to say True, not a poll later."""
+    if verdict.reason != RoutingReason.CONFIG_LOADING:
+        return None
+    written = config_written_at(composed, observed)
+    assert written is not None
+    # Always more than a second: the verdict holds only while the bound has not passed.
+    return written + EXTPROC_LOAD_BOUND - plan.now + timedelta(seconds=1)
+
+
+def backends_serving(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> dict[str, bool]:
+    """Backend name -> whether it serves: what its policies name is readable, and its workload
+    serves (one without a workloadRef counts: an external provider, nothing to observe)."""
     return {
-        b.name: b.workload_ref is None or _ready(observed.get(WORKLOAD_PREFIX + b.name))
+        b.name: b.name not in unresolved
+        and (b.workload_ref is None or _ready(observed.get(WORKLOAD_PREFIX + b.name)))
         for b in plan.spec.backends
     }
 
 
-def taking_requests(spec: ModelRouteSpec) -> list[Backend]:
+# Why only the first priority level counts while the route's BackendTrafficPolicy is not in effect.
+_NO_FALLBACK = (
+    "the BackendTrafficPolicy is not Accepted (Conflicted by an older policy on the route?): "
+    "no retry or ejection moves requests to a lower priority"
+)
+
+
+def retries_or_ejection(spec: ModelRouteSpec) -> bool:
+    """The route's BackendTrafficPolicy asks for a retry policy or passive health checks."""
+    resilience = spec.resilience
+    return resilience.retry.attempts > 0 or resilience.outlier_detection.consecutive_errors > 0
+
+
+def taking_requests(spec: ModelRouteSpec, *, fails_over: bool) -> list[Backend]:
     """The backends a request can land on: those with weight, in the levels Envoy reaches.
 
     Envoy sends every request to the highest priority (lowest number) that has
@@ -566,38 +649,48 @@ def taking_requests(spec: ModelRouteSpec) -> list[Backend]:
     retries or outlier ejection on (the route's BackendTrafficPolicy, on by
     default), that something exists: a retry moves to the next priority, and
     an endpoint that keeps failing is ejected, so every level with weight can
-    take the model's requests. With both off, a dead first-level backend is
-    never failed over: only the first level counts. A weight of 0 takes
+    take the model's requests. With both off, or while Envoy Gateway has not
+    accepted the policy (`fails_over` False: Conflicted by an older policy on
+    the same HTTPRoute, so neither is configured), a dead first-level backend
+    is never failed over: only the first level counts. A weight of 0 takes
     nothing; with every weight 0, Gateway API answers every request 500.
     """
     weighted = [b for b in spec.backends if b.weight > 0]
-    resilience = spec.resilience
-    if not weighted or resilience.retry.attempts > 0 or resilience.outlier_detection.consecutive_errors > 0:
+    if not weighted or (fails_over and retries_or_ejection(spec)):
         return weighted
     first = min(b.priority for b in weighted)
     return [b for b in weighted if b.priority == first]
 
 
-def serving_details(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> str:
-    """`<backend>: <how its workload stands>` for every backend with a workload, in spec order."""
-    parts = [
-        f"{b.name}: "
-        + readiness.workload_summary(
-            b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
-        )
-        for b in plan.spec.backends
-        if b.workload_ref is not None
-    ]
+def serving_details(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> str:
+    """`<backend>: <how it stands>` for every backend with a workload or an unreadable
+    reference, in spec order."""
+    parts = []
+    for b in plan.spec.backends:
+        said = list(unresolved.get(b.name, ()))
+        if b.workload_ref is not None:
+            said.append(
+                readiness.workload_summary(
+                    b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
+                )
+            )
+        if said:
+            parts.append(f"{b.name}: {', '.join(said)}")
     return "; ".join(parts) or "no backend names a workload"
 
 
 def serving_verdict(
-    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], serving: Mapping[str, bool]
+    plan: RoutePlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    serving: Mapping[str, bool],
+    unresolved: Mapping[str, Sequence[str]],
 ) -> Verdict:
     """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
     count = sum(serving.values())
     total = len(serving)
-    unobserved = sum(b.workload_ref is None for b in plan.spec.backends)
+    unobserved = sum(b.workload_ref is None and serving[b.name] for b in plan.spec.backends)
     if count == total:
         reason = BackendsReason.ALL_SERVING
     elif count == 0:
@@ -609,7 +702,7 @@ def serving_verdict(
         BACKENDS_SERVING,
         count == total,
         reason,
-        f"{count} of {total} backends serving{note}; {serving_details(plan, observed)}",
+        f"{count} of {total} backends serving{note}; {serving_details(plan, observed, unresolved)}",
     )
 
 
@@ -619,14 +712,17 @@ def compose(
     inp: Input,
     observed: Mapping[str, Mapping[str, Any]],
     required: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    now: datetime | None = None,
 ) -> Outcome:
-    """The whole ModelRoute composition for one call."""
+    """The whole ModelRoute composition for one call; `now` is the call's clock (tests fix it)."""
     metadata = xr.get("metadata") or {}
     plan = RoutePlan(
         xr_name=str(metadata.get("name", "")),
         xr_namespace=str(metadata.get("namespace", "")),
         spec=spec,
         inp=inp,
+        now=now or datetime.now(UTC),
     )
     ref = Requirement(
         api_version=inp.gateway_type.api_version,
@@ -636,7 +732,10 @@ def compose(
     )
     # Declared on every call: Crossplane treats requirements as satisfied only
     # when they are stable from one call to the next.
-    outcome = Outcome(requirements={GATEWAY_REQUIREMENT: ref})
+    outcome = Outcome(
+        requirements={GATEWAY_REQUIREMENT: ref, claims.REQUIREMENT: claims.requirement(plan.claim)}
+        | references.requirements(spec.backends, plan.xr_namespace)
+    )
     view = read_gateway(required, ref)
 
     composed: dict[str, Any] = {GATEWAY_OBSERVER: build_gateway_observer(plan, ref)}
@@ -644,16 +743,21 @@ def compose(
         composed |= build_objects(plan, view.attachment)
     outcome.resources = dict(composed)
     if view.attachment is None:
-        # Where to attach is unknown: everything composed before stays as it was.
-        keep_observed(outcome, observed)
+        # Where to attach is unknown: everything composed before stays as it
+        # was, but for the exemption, which is never kept.
+        keep_observed(outcome, observed, never_kept)
     else:
-        keep_observed(outcome, observed, removed_by_spec)
+        keep_observed(outcome, observed, lambda name: never_kept(name) or removed_by_spec(name))
     outcome.ready = {name: _ready(observed.get(name)) for name in outcome.resources}
 
     # Whose workload serves: read once, for RoutingReady and BackendsServing.
-    serving = backends_serving(plan, observed)
-    verdict = derive_verdict(plan, view, composed, observed, serving)
+    unresolved = references.unresolved(spec.backends, plan.xr_namespace, required)
+    serving = backends_serving(plan, observed, unresolved)
+    verdict = derive_verdict(
+        plan, view, composed, observed, serving, unresolved=unresolved, required=required
+    )
     outcome.verdict = verdict
+    outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
     status: dict[str, Any] = {"model": plan.model}
     if view.attachment is not None:
         gateway: dict[str, Any] = {
@@ -668,12 +772,18 @@ def compose(
         auth = view.attachment.caller_auth
         # What a caller of this model must send, if anything.
         status["callerAuth"] = (
-            {"required": True, "header": auth.header}
-            if auth is not None and not view.attachment.opens(plan.xr_namespace)
-            else {"required": False}
+            {"required": True, "header": auth.header} if auth is not None else {"required": False}
         )
     outcome.status = status
-    outcome.extra = [serving_verdict(plan, observed, serving)]
+    outcome.extra = [serving_verdict(plan, observed, serving, unresolved)]
+    if GATEWAY_REQUIREMENT not in required:
+        # The first call of a reconcile: Crossplane has not fetched the gateway
+        # yet, and calls again with it; that call decides. Judged now, the
+        # conditions would go to GatewayNotFound and back on every reconcile
+        # (issue #32): say again what the XR says, and log nothing.
+        outcome.verdict = as_observed(xr, verdict)
+        outcome.extra = [as_observed(xr, v) for v in outcome.extra]
+        return outcome
     for v in (verdict, *outcome.extra):
         if v.changed_from(xr):
             severity = "Normal" if v.ready else "Warning"

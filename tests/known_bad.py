@@ -44,6 +44,14 @@ OBJECT: dict[str, Any] = {
 }
 
 
+AUTH_GATEWAY: dict[str, Any] = {
+    "apiVersion": "ai.example.org/v1alpha1",
+    "kind": "InferenceGateway",
+    "metadata": {"name": "inference", "namespace": "platform"},
+    "spec": {"auth": {"apiKeys": {"secretRefs": [{"name": "client-keys"}]}}},
+}
+
+
 def changed(base: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
     out = copy.deepcopy(base)
     node: Any = out
@@ -109,6 +117,32 @@ KNOWN_BAD = [
         ),
         "does not match",
     ),
+    *[
+        Bad(
+            f"listeners the Gateway API CRD would refuse the Gateway for ({name})",
+            changed(AUTH_GATEWAY, ("spec", "listeners"), listeners),
+            "the combination of port, protocol and hostname must be unique for each listener",
+        )
+        for name, listeners in (
+            ("one port and protocol, no hostnames", [{"name": "a"}, {"name": "b"}]),
+            (
+                "one port, protocol and hostname",
+                [{"name": "a", "hostname": "x.example.com"}, {"name": "b", "hostname": "x.example.com"}],
+            ),
+        )
+    ],
+    *[
+        Bad(
+            f"caller auth that would exempt routes ({name})",
+            changed(AUTH_GATEWAY, ("spec", "auth", "apiKeys", "routeNamespaces"), covers),
+            "only from All (without names) is accepted",
+        )
+        for name, covers in (
+            ("from Same", {"from": "Same"}),
+            ("from Names", {"from": "Names", "names": ["team-a"]}),
+            ("from All with names", {"from": "All", "names": ["team-a"]}),
+        )
+    ],
 ]
 
 

@@ -91,7 +91,7 @@ EXAMPLE_LIST = [
             f"{RT}/composition.yaml",
             # An empty folder is "nothing": crossplane render refuses a folder without YAML.
             observed=None if obs == "never-composed" else f"{RT}/observed/{obs}",
-            required=None if req == "absent" else f"{RT}/required/{req}",
+            required=f"{RT}/required/{req}",
         )
         for req in ("ready", "rolling-out", "absent")
         for obs in ("never-composed", "composed")
@@ -106,14 +106,23 @@ EXAMPLE_LIST = [
         )
         for state in ("workload-serving", "workload-scaled-to-zero", "workload-rolling-out")
     ],
-    # team-a is outside the gateway's caller auth: the route composes the
-    # SecurityPolicy that opens it and waits for it to be Accepted.
+    # The gateway asks callers for a key: the route says so, and composes
+    # nothing of its own for it.
     Example(
-        "gateway-auth-route-opened",
+        "gateway-auth-route-composed",
         f"{RT}/xr.yaml",
         f"{RT}/composition.yaml",
         observed=f"{RT}/observed/composed",
         required=f"{RT}/required/ready-auth",
+    ),
+    # Everything composed is Accepted, but the backend's API-key Secret does
+    # not exist: Envoy AI Gateway drops the backend, so RoutingReady is False.
+    Example(
+        "gateway-ready-secret-missing",
+        f"{RT}/xr.yaml",
+        f"{RT}/composition.yaml",
+        observed=f"{RT}/observed/composed",
+        required=f"{RT}/required/ready-secret-missing",
     ),
 ]
 

@@ -14,6 +14,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function import gateway
+from function.conditions import ROUTING_READY, RoutingReason, Verdict
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -84,6 +85,18 @@ BAD = [
         id="a misspelt field",
     ),
     pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "a"}, {"name": "b", "protocol": "HTTP", "port": 80}]),
+        GATEWAY_INPUT,
+        "spec.listeners: the combination of port, protocol and hostname must be unique for each listener",
+        id="two listeners on one port, protocol and hostname (the Gateway API CRD refuses the Gateway)",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "a"}, {"name": "a", "port": 8080}]),
+        GATEWAY_INPUT,
+        "spec.listeners: listener names must be unique",
+        id="two listeners of one name",
+    ),
+    pytest.param(
         with_spec(GW_XR, listeners=[{"name": "https", "protocol": "HTTPS", "port": 443}]),
         GATEWAY_INPUT,
         "spec.listeners[0]: an HTTPS listener needs tls.certificateRefs",
@@ -105,6 +118,12 @@ BAD = [
         "spec: must be an object",
         id="a spec that is not an object",
     ),
+    pytest.param(
+        with_spec(GW_XR, requestBufferLimit="4Gi"),
+        GATEWAY_INPUT,
+        "spec.requestBufferLimit: 4Gi is more than Envoy's largest buffer limit, 4294967295",
+        id="a request buffer limit Envoy Gateway would refuse",
+    ),
     *[
         pytest.param(
             with_spec(GW_XR, auth={"apiKeys": {"secretRefs": [{"name": "k"}], "routeNamespaces": covers}}),
@@ -113,16 +132,20 @@ BAD = [
             id=name,
         )
         for name, covers, message in (
-            ("caller auth for listed namespaces that lists none", {"from": "Names"}, "from: Names needs"),
             (
-                "caller auth for every namespace that also lists some",
-                {"names": ["team-a"]},
-                "names is only read with from: Names, not from: All",
+                "caller auth that exempts routes outside the gateway's namespace is refused",
+                {"from": "Same"},
+                "from: Same is refused: a route outside the caller auth would let callers without a key",
             ),
             (
-                "caller auth that lists a namespace twice",
-                {"from": "Names", "names": ["a", "a"]},
-                "names must be unique",
+                "caller auth that exempts routes outside listed namespaces is refused",
+                {"from": "Names", "names": ["team-a"]},
+                "from: Names is refused",
+            ),
+            (
+                "caller auth for every route that also lists namespaces is refused",
+                {"names": ["team-a"]},
+                "names is refused: only from: All is accepted",
             ),
         )
     ],
@@ -344,3 +367,9 @@ def test_the_response_ttl_is_short_only_while_waiting(req: fnv1.RunFunctionReque
     settled ModelRoute (two calls a reconcile) then costs one call per minute."""
     rsp = run(req)
     assert rsp.meta.ttl.ToSeconds() == seconds
+
+
+@pytest.mark.parametrize("ready", [None, 0, "False"], ids=repr)
+def test_a_verdict_is_true_or_false_and_nothing_else(ready: object) -> None:
+    with pytest.raises(TypeError, match="ready must be True or False"):
+        Verdict(ROUTING_READY, ready, RoutingReason.AVAILABLE, "m")  # type: ignore[arg-type]

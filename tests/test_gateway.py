@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import gateway
-from function.api import InferenceGatewaySpec, Input, Listener
+from function.api import InferenceGatewaySpec, Input, Listener, ServiceType
 from function.conditions import GatewayReason
 from function.gateway import (
     ANCHOR,
@@ -387,6 +388,59 @@ def _gateway_not_programmed(observed: dict[str, dict[str, Any]]) -> dict[str, di
     return observed
 
 
+def _listeners(
+    observed: dict[str, dict[str, Any]], reported: list[dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """The ready state with the Gateway's status.listeners replaced (None: not reported at all)."""
+    observed = copy.deepcopy(observed)
+    status = observed[GATEWAY]["status"]["atProvider"]["manifest"]["status"]
+    if reported is None:
+        status.pop("listeners")
+    else:
+        status["listeners"] = reported
+    return observed
+
+
+_NO_CERT = {
+    "name": "http",
+    "conditions": [
+        {"type": "Programmed", "status": "False", "reason": "Invalid", "message": "Bad TLS configuration"},
+        {"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef"},
+    ],
+}
+
+
+def with_ready_false(obj: dict[str, Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["status"]["conditions"][0]["status"] = "False"
+    return obj
+
+
+def _traffic_policy_status(
+    observed: dict[str, dict[str, Any]], ancestors: list[dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """The ready state with the ClientTrafficPolicy not Ready and its ancestors replaced (None: no status)."""
+    observed = copy.deepcopy(observed)
+    policy = observed[CLIENT_TRAFFIC_POLICY]
+    policy["status"]["conditions"][0]["status"] = "False"
+    manifest = policy["status"]["atProvider"]["manifest"]
+    if ancestors is None:
+        manifest.pop("status")
+    else:
+        manifest["status"] = {"ancestors": ancestors}
+    return observed
+
+
+def _traffic_policy_conflicted(observed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ready state with the ClientTrafficPolicy Conflicted, as Envoy Gateway marks the younger of two."""
+    observed = copy.deepcopy(observed)
+    policy = observed[CLIENT_TRAFFIC_POLICY]
+    policy["status"]["conditions"][0]["status"] = "False"
+    accepted = policy["status"]["atProvider"]["manifest"]["status"]["ancestors"][0]["conditions"][0]
+    accepted |= {"status": "False", "reason": "Conflicted", "message": "an older policy targets the Gateway"}
+    return observed
+
+
 @dataclass(frozen=True)
 class ComposeCase:
     name: str
@@ -411,6 +465,118 @@ COMPOSE_CASES = [
         GatewayReason.WAITING_FOR_GATEWAY,
         False,
         "is not Programmed",
+    ),
+    ComposeCase(
+        "a listener Programmed=False under a Programmed Gateway serves nothing",
+        _listeners(observed_state("ready"), [_NO_CERT]),
+        GatewayReason.LISTENER_NOT_PROGRAMMED,
+        False,
+        "listener http is not Programmed (Invalid: Bad TLS configuration)",
+    ),
+    ComposeCase(
+        "a listener without a Programmed condition serves nothing",
+        _listeners(observed_state("ready"), [{"name": "http", "conditions": []}]),
+        GatewayReason.LISTENER_NOT_PROGRAMMED,
+        False,
+        "listener http is not Programmed: Envoy serves nothing on it",
+    ),
+    ComposeCase(
+        "a Gateway that reports no listeners yet is not taken as serving",
+        _listeners(observed_state("ready"), None),
+        GatewayReason.LISTENER_NOT_PROGRAMMED,
+        False,
+        "has not reported listener http yet",
+    ),
+    ComposeCase(
+        "only the listener the spec declares counts, another one reported is not asked for",
+        _listeners(observed_state("ready"), [{**_NO_CERT, "name": "other"}]),
+        GatewayReason.LISTENER_NOT_PROGRAMMED,
+        False,
+        "has not reported listener http yet",
+    ),
+    ComposeCase(
+        "a broken second listener carries no model route and leaves the gateway Available",
+        _listeners(
+            observed_state("ready"),
+            [
+                {"name": "http", "conditions": [{"type": "Programmed", "status": "True"}]},
+                {**_NO_CERT, "name": "https"},
+            ],
+        ),
+        GatewayReason.AVAILABLE,
+        True,
+        xr={
+            **XR,
+            "spec": {
+                **XR["spec"],
+                "listeners": [
+                    {"name": "http"},
+                    {
+                        "name": "https",
+                        "protocol": "HTTPS",
+                        "port": 443,
+                        "tls": {"certificateRefs": [{"name": "gw-tls"}]},
+                    },
+                ],
+            },
+        },
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy Conflicted leaves Envoy's 32 KiB buffer, and says why",
+        _traffic_policy_conflicted(observed_state("ready")),
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+        False,
+        "is not Accepted (Conflicted: an older policy targets the Gateway): Envoy keeps its 32 KiB",
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy not yet observed is waited for",
+        {k: v for k, v in observed_state("ready").items() if k != CLIENT_TRAFFIC_POLICY},
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+        False,
+        "the ClientTrafficPolicy of Gateway platform/inference has not been created yet: Envoy keeps",
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy without any ancestor status is not Accepted, and says no reason",
+        _traffic_policy_status(observed_state("ready"), None),
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+        False,
+        "the ClientTrafficPolicy of Gateway platform/inference is not Accepted: Envoy keeps",
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy refused by two ancestors gives both reasons, in order",
+        _traffic_policy_status(
+            observed_state("ready"),
+            [
+                {
+                    "conditions": [
+                        {"type": "Accepted", "status": "False", "reason": "Invalid", "message": "b"}
+                    ]
+                },
+                {
+                    "conditions": [
+                        {"type": "Accepted", "status": "False", "reason": "Conflicted", "message": "a"}
+                    ]
+                },
+                {
+                    "conditions": [
+                        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "c"}
+                    ]
+                },
+            ],
+        ),
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+        False,
+        "is not Accepted (Conflicted: a; Invalid: b): Envoy keeps",
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy the provider says is not Ready is not taken as Accepted",
+        {
+            **observed_state("ready"),
+            CLIENT_TRAFFIC_POLICY: with_ready_false(observed_state("ready")[CLIENT_TRAFFIC_POLICY]),
+        },
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+        False,
+        "is not Accepted: Envoy keeps",
     ),
     ComposeCase(
         "an anchor not yet observed is waited for",
@@ -579,6 +745,7 @@ def test_status_publishes_where_routes_attach_and_the_deployment_summary() -> No
         "name": "inference",
         "namespace": "platform",
         "listener": "http",
+        "allowedRoutes": "All",
         "address": "172.18.0.200",
         "url": "http://172.18.0.200",
         "urls": ["http://172.18.0.200"],
@@ -789,10 +956,10 @@ URL_CASES = {
         "10.0.0.1",
         "https://ai.example.com",
     ),
-    "a wildcard hostname falls back to the address": (
+    "a wildcard hostname has no URL: the bare address matches no virtual host, clients choose the host": (
         {"name": "a", "hostname": "*.example.com"},
         "10.0.0.1",
-        "http://10.0.0.1",
+        None,
     ),
     "an IPv6 address is bracketed": ({"name": "a", "port": 8080}, "fd00::1", "http://[fd00::1]:8080"),
 }
@@ -801,7 +968,53 @@ URL_CASES = {
 @pytest.mark.parametrize("case", sorted(URL_CASES), ids=str)
 def test_the_url_clients_use_for_each_listener(case: str) -> None:
     listener, address, want = URL_CASES[case]
-    assert gateway.listener_url(Listener.model_validate(listener), address) == want
+    got = gateway.listener_url(Listener.model_validate(listener), address, ServiceType.CLUSTER_IP)
+    assert got == want
+
+
+@pytest.mark.parametrize("service_type", list(ServiceType), ids=str)
+def test_a_node_port_service_publishes_no_url_because_its_node_port_is_not_observed(
+    service_type: ServiceType,
+) -> None:
+    got = gateway.listener_url(Listener.model_validate({"name": "a"}), "10.0.0.1", service_type)
+    assert (got is None) is (service_type is ServiceType.NODE_PORT)
+
+
+STATUS_URL_CASES = [
+    pytest.param(
+        [{"name": "http"}, {"name": "other", "port": 8080}],
+        {},
+        {"url": "http://172.18.0.200", "urls": ["http://172.18.0.200"]},
+        id="only the listener routes attach to gets a URL, however many the Gateway has",
+    ),
+    pytest.param(
+        [{"name": "http", "hostname": "*.example.com"}],
+        {},
+        {"hostname": "*.example.com"},
+        id="a wildcard listener publishes its hostname and no URL",
+    ),
+    pytest.param(
+        [{"name": "http"}],
+        {"serviceType": "NodePort"},
+        {},
+        id="a NodePort gateway publishes its node address and no URL",
+    ),
+]
+
+
+@pytest.mark.parametrize(("listeners", "envoy", "want"), STATUS_URL_CASES)
+def test_the_published_urls_are_only_ones_that_reach_a_model(
+    listeners: list[dict[str, Any]], envoy: dict[str, Any], want: dict[str, Any]
+) -> None:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["listeners"] = listeners
+    xr["spec"].setdefault("envoy", {}).update(envoy)
+    published = resource.struct_to_dict(
+        run(make_request(xr, GATEWAY_INPUT, observed_state("ready"))).desired.composite.resource
+    )["status"]["gateway"]
+    got = {k: published[k] for k in ("url", "urls", "hostname") if k in published}
+    assert got == want
+    assert published["address"] == "172.18.0.200"
 
 
 def test_the_status_says_whether_the_ext_proc_marker_is_on_the_template() -> None:
@@ -909,26 +1122,106 @@ def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
     assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
 
 
-def test_the_status_tells_routes_whose_key_is_needed_and_in_which_header() -> None:
+def test_the_status_tells_routes_that_a_key_is_needed_and_in_which_header() -> None:
     xr = copy.deepcopy(AUTH_XR)
-    xr["spec"]["auth"]["apiKeys"] |= {
-        "header": "x-api-key",
-        "routeNamespaces": {"from": "Names", "names": ["team-b", "platform"]},
-    }
+    xr["spec"]["auth"]["apiKeys"] |= {"header": "x-api-key", "routeNamespaces": {"from": "All"}}
     status = resource.struct_to_dict(run(make_request(xr, GATEWAY_INPUT, {})).desired.composite.resource)[
         "status"
     ]
-    # Sorted, so the status does not change with the order names are listed in.
-    assert status["gateway"]["callerAuth"] == {
-        "header": "x-api-key",
-        "routeNamespaces": {"from": "Names", "names": ["platform", "team-b"]},
-    }
+    # No coverage is published: every route on the gateway needs a key.
+    assert status["gateway"]["callerAuth"] == {"header": "x-api-key"}
     default = resource.struct_to_dict(
         run(make_request(AUTH_XR, GATEWAY_INPUT, {})).desired.composite.resource
     )
-    assert default["status"]["gateway"]["callerAuth"] == {
-        "header": "authorization",
-        "routeNamespaces": {"from": "All"},
-    }
+    assert default["status"]["gateway"]["callerAuth"] == {"header": "authorization"}
     off = resource.struct_to_dict(run(make_request(XR, GATEWAY_INPUT, {})).desired.composite.resource)
     assert "callerAuth" not in off["status"]["gateway"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "allowed"),
+    [("4095Mi", True), ("4194303Ki", True), ("4294967295", True), ("4Gi", False), ("4294967296", False)],
+    ids=str,
+)
+def test_the_request_buffer_limit_stops_at_envoys_uint32(limit: str, allowed: bool) -> None:
+    """Envoy Gateway refuses more than 2^32 - 1 bytes and Envoy keeps its 32 KiB default."""
+    xr = copy.deepcopy(XR)
+    xr["spec"]["requestBufferLimit"] = limit
+    rsp = run(make_request(xr, GATEWAY_INPUT, {}))
+    fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert (not fatal) is allowed, [r.message for r in fatal]
+
+
+def _policy_accepted_ago(
+    seconds: float, status: str = "True", fmt: str = "%Y-%m-%dT%H:%M:%SZ", zone: timezone = UTC
+) -> dict[str, dict[str, Any]]:
+    """The ready gateway with its SecurityPolicy Accepted by Envoy Gateway `seconds` ago, on one ancestor."""
+    observed = _with_policy(ready=True)
+    stamp = (datetime.now(zone) - timedelta(seconds=seconds)).strftime(fmt)
+    manifest = observed[SECURITY_POLICY]["status"]["atProvider"]["manifest"]
+    manifest["status"] = {
+        "ancestors": [
+            {
+                "ancestorRef": {"name": "inference"},
+                "conditions": [
+                    {"type": "Accepted", "status": status, "reason": "Accepted", "lastTransitionTime": stamp}
+                ],
+            }
+        ]
+    }
+    return observed
+
+
+AUTH_LOADING_CASES = [
+    ("a SecurityPolicy accepted 1 s ago: Envoy may not have its keys yet", 1, GatewayReason.AUTH_LOADING),
+    ("a SecurityPolicy accepted 4 s ago is still on its way to Envoy", 4, GatewayReason.AUTH_LOADING),
+    ("a SecurityPolicy accepted 7 s ago is in effect", 7, GatewayReason.AVAILABLE),
+    ("a stamp ten minutes ahead of our clock is not judged", -600, GatewayReason.AVAILABLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ago", "reason"), AUTH_LOADING_CASES, ids=[c[0] for c in AUTH_LOADING_CASES]
+)
+def test_gateway_ready_waits_for_envoy_to_receive_the_keys(
+    name: str, ago: float, reason: GatewayReason
+) -> None:
+    """Found on the real data plane: a keyed request refused (401) right after the policy turned Accepted."""
+    rsp = run(make_request(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago)))
+    got = condition(rsp, "GatewayReady")
+    assert got.reason == reason, name
+    ttl = rsp.meta.ttl.ToTimedelta().total_seconds()
+    if reason is GatewayReason.AUTH_LOADING:
+        # The stamp has whole seconds: a second may pass between it and the call.
+        assert any(
+            f"SecurityPolicy of Gateway platform/inference {n} s ago" in got.message for n in (ago, ago + 1)
+        )
+        want = 5 - ago + 1
+        assert want - 1 < ttl <= want, (name, ttl)
+    else:
+        assert ttl == 120
+
+
+STAMP_CASES = [
+    ("a stamp with another zone's offset is read in that zone", 1, "True", "%Y-%m-%dT%H:%M:%S%z", 2, True),
+    ("a stamp without a zone is read as UTC", 1, "True", "%Y-%m-%dT%H:%M:%S", 0, True),
+    ("an Accepted=False stamp holds nothing", 1, "False", "%Y-%m-%dT%H:%M:%SZ", 0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ago", "status", "fmt", "hours", "holds"), STAMP_CASES, ids=[c[0] for c in STAMP_CASES]
+)
+def test_the_policy_stamp_is_read_as_kubernetes_writes_it(  # noqa: PLR0917 - one parameter per column
+    name: str, ago: float, status: str, fmt: str, hours: int, holds: bool
+) -> None:
+    zone = timezone(timedelta(hours=hours))
+    rsp = run(make_request(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago, status, fmt, zone)))
+    reason = condition(rsp, "GatewayReady").reason
+    assert (reason == GatewayReason.AUTH_LOADING) is holds, (name, reason)
+
+
+def test_a_policy_observed_after_auth_is_turned_off_holds_nothing() -> None:
+    """Its stamp is about keys nobody is asked for any more."""
+    rsp = run(make_request(XR, GATEWAY_INPUT, _policy_accepted_ago(1)))
+    assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE

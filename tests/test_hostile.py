@@ -44,7 +44,7 @@ GW_XR["spec"] |= {
             "secretRefs": [{"name": "client-keys"}],
             "header": "x-api-key",
             "forwardClientIDHeader": "x-client-id",
-            "routeNamespaces": {"from": "Names", "names": ["platform", "team-b"]},
+            "routeNamespaces": {"from": "All"},
         }
     },
     "requestBufferLimit": "8Mi",

@@ -187,6 +187,24 @@ def test_rbac_lets_every_admitted_provider_version_do_what_the_objects_ask() -> 
             )
 
 
+@pytest.mark.parametrize("resource", ["deployments", "statefulsets"])
+def test_the_workload_kinds_the_readme_names_can_be_watched_everywhere_and_dry_run_where_bound(
+    resource: str,
+) -> None:
+    assert {"get", "list", "watch"} <= _granted("team-a").get(("apps", resource), set())
+    docs = load_yaml(EXAMPLES / "install" / "workload-rbac.yaml")
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "provider-kubernetes", "namespace": "crossplane-system"}
+    ]
+    assert any(
+        "apps" in r["apiGroups"] and resource in r["resources"] and "patch" in r["verbs"]
+        for r in role["rules"]
+    )
+
+
 def test_rbac_grants_patch_on_observed_kinds_only_where_they_live() -> None:
     assert "patch" not in _granted("team-a").get(("apps", "deployments"), set())
     assert "patch" in _granted("envoy-gateway-system").get(("apps", "deployments"), set())

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import io
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from tests.real import conformance, packages, toolchain
+from tests.real import conformance, packages, toolchain, versions
 from tests.real.versions import CROSSPLANE, Component
 
 XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
@@ -60,9 +63,10 @@ def test_the_cache_lives_outside_the_clone_keyed_by_version(
     assert toolchain.cache_root() == tmp_path / "function-gateway-readiness"
 
 
-@pytest.mark.parametrize(
-    "component", sorted(toolchain.COMPONENTS.values(), key=lambda c: c.name), ids=lambda c: c.name
-)
+WRAPPED = [c for c in (*toolchain.COMPONENTS.values(), versions.ENVOY_AI_GATEWAY_OLDEST) if c.archive is None]
+
+
+@pytest.mark.parametrize("component", WRAPPED, ids=lambda c: f"{c.name} {c.version}")
 def test_every_pinned_binary_has_a_wrapper_module_with_its_go_sum(component: Component) -> None:
     module = toolchain.MODULES / component.name
     go_mod = (module / "go.mod").read_text()
@@ -86,3 +90,48 @@ def test_the_configuration_package_wants_exactly_its_xrds_and_compositions() -> 
         "Composition",
         "Configuration",
     ]
+
+
+def _archive(tmp_path: Path, *, checksum: str | None = None) -> Component:
+    """A shared/upstream/ with one archive of one top folder holding a go.mod."""
+    upstream = tmp_path / "shared" / "upstream"
+    upstream.mkdir(parents=True)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b"module example.com/x\n"
+        info = tarfile.TarInfo("x-v1.0.0/go.mod")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (upstream / "x.tar.gz").write_bytes(buf.getvalue())
+    digest = checksum or hashlib.sha256(buf.getvalue()).hexdigest()
+    (upstream / "x.tar.gz.sha256").write_text(f"{digest}  x.tar.gz\n")
+    return Component(name="x", module="example.com/x", version="v1.0.0", binaries={}, archive="x.tar.gz")
+
+
+@pytest.mark.parametrize(
+    ("checksum", "builds"),
+    [
+        pytest.param(None, True, id="an archive whose sha256 matches is extracted into the cache"),
+        pytest.param("0" * 64, False, id="an archive whose sha256 differs is refused before extraction"),
+    ],
+)
+def test_an_archive_is_built_only_when_its_checksum_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checksum: str | None, builds: bool
+) -> None:
+    component = _archive(tmp_path, checksum=checksum)
+    monkeypatch.setenv("SHARED_DIR", str(tmp_path / "shared"))
+    monkeypatch.setenv("FGR_CACHE_DIR", str(tmp_path / "cache"))
+    if builds:
+        tree = toolchain.source_dir(component)
+        assert tree == tmp_path / "cache" / "src" / "x-v1.0.0"
+        assert (tree / "go.mod").read_text() == "module example.com/x\n"
+    else:
+        with pytest.raises(toolchain.ToolchainError, match="sha256"):
+            toolchain.source_dir(component)
+        assert not (tmp_path / "cache" / "src" / "x-v1.0.0").exists()
+
+
+def test_the_shipped_envoy_ai_gateway_archive_matches_its_checksum() -> None:
+    archive = toolchain.shared_dir() / "upstream" / str(versions.ENVOY_AI_GATEWAY.archive)
+    want = archive.with_name(archive.name + ".sha256").read_text().split()[0]
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == want

@@ -117,4 +117,6 @@ def test_each_setting_becomes_its_policy(case: Case) -> None:
     assert got["spec"].pop("targetRefs") == [
         {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "llama-1"}
     ]
+    # Merged into a platform's Gateway-level policy, never replacing it.
+    assert got["spec"].pop("mergeType") == "StrategicMerge"
     assert got["spec"] == case.want

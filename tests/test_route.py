@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from function import readiness
-from function.conditions import RoutingReason
+from function.conditions import BackendsReason, RoutingReason
 from function.naming import unique_name
 from function.readiness import workload_query
 from function.route import GATEWAY_REQUIREMENT
@@ -1009,6 +1010,23 @@ def _workload_object(
 WORKLOAD_SUMMARIES = {
     "nothing observed yet": (None, "not observed yet"),
     "an Object without a manifest yet": (_workload_object(None), "not observed yet"),
+    "a workload kind provider-kubernetes may not read says Forbidden, not 'not yet'": (
+        _workload_object(
+            None,
+            "False",
+            'cannot get object: statefulsets.apps "vllm" is forbidden: User cannot get resource "statefulsets"',
+        ),
+        'provider-kubernetes cannot observe it: cannot get object: statefulsets.apps "vllm" is forbidden: '
+        'User cannot get resource "statefulsets"',
+    ),
+    "a Synced=False without a message is still not observed yet": (
+        _workload_object(None, "False", ""),
+        "not observed yet",
+    ),
+    "a Synced=False with no message field at all is still not observed yet": (
+        {"status": {"conditions": [{"type": "Synced", "status": "False"}]}},
+        "not observed yet",
+    ),
     "a Deployment that is gone": (
         _workload_object({"kind": "Deployment"}, "False", "observe failed: external resource does not exist"),
         "Deployment not found",
@@ -1094,6 +1112,8 @@ class FailoverCase:
     resilience: dict[str, Any]
     weights: tuple[int, int]  # vllm's, the hosted fallback's
     reason: RoutingReason
+    # Whether Envoy Gateway accepted the route's BackendTrafficPolicy (the provider's Ready).
+    policy_accepted: bool = True
 
 
 FAILOVER_CASES = [
@@ -1134,6 +1154,21 @@ FAILOVER_CASES = [
         RoutingReason.BACKEND_NOT_SERVING,
     ),
     FailoverCase(
+        "a BackendTrafficPolicy Conflicted by an older one configures no retry: the dead first level "
+        "is not failed over",
+        {},
+        (1, 1),
+        RoutingReason.BACKEND_NOT_SERVING,
+        policy_accepted=False,
+    ),
+    FailoverCase(
+        "with both off, a policy not accepted changes nothing: the first level alone counts either way",
+        NO_RETRY | NO_EJECTION,
+        (1, 1),
+        RoutingReason.BACKEND_NOT_SERVING,
+        policy_accepted=False,
+    ),
+    FailoverCase(
         "a fallback of weight 0 takes nothing, whatever retries do",
         {},
         (1, 0),
@@ -1157,8 +1192,17 @@ def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
     scaled_to_zero = load_yaml(
         EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml"
     )
-    rsp = run(make_request(xr, ROUTE_INPUT, by_resource_name(scaled_to_zero), gw_required(READY_GW)))
-    assert condition(rsp, "RoutingReady").reason == case.reason
+    observed = by_resource_name(scaled_to_zero)
+    if not case.policy_accepted:
+        observed["traffic-policy"] = copy.deepcopy(observed["traffic-policy"])
+        ready = next(c for c in observed["traffic-policy"]["status"]["conditions"] if c["type"] == "Ready")
+        ready["status"] = "False"
+    rsp = run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == case.reason
+    # Said exactly when the policy would have failed over and is not in effect.
+    lost = not case.policy_accepted and case.resilience != NO_RETRY | NO_EJECTION
+    assert ("the BackendTrafficPolicy is not Accepted" in got.message) is lost
     assert condition(rsp, "BackendsServing").reason == "Degraded"
 
 
@@ -1173,26 +1217,25 @@ def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> Non
     ]
 
 
-# --- caller auth: whose routes need a key ------------------------------------------
+# --- caller auth: every route on the gateway needs a key -----------------------------
 
 READY_AUTH_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready-auth" / "inference-gateway.yaml")[0]
 
 
-def _gateway_auth(covers: Any, header: str = "authorization") -> dict[str, Any]:
-    """The ready gateway, publishing caller auth with this coverage (None: auth off)."""
+def _gateway_auth(published: Any, header: str = "authorization") -> dict[str, Any]:
+    """The ready gateway publishing caller auth with these extra fields (None: auth off)."""
     gw = copy.deepcopy(READY_GW)
-    if covers is not None:
-        gw["status"]["gateway"]["callerAuth"] = {"header": header, "routeNamespaces": covers}
+    if published is not None:
+        gw["status"]["gateway"]["callerAuth"] = {"header": header, **published}
     return gw
 
 
 @dataclass(frozen=True)
 class CoverageCase:
     name: str
-    covers: Any
+    # What the gateway publishes beside the header; None: no caller auth.
+    published: Any
     route_namespace: str
-    # Whether the route composes the SecurityPolicy that opens it.
-    opened: bool
     # The route's status.callerAuth.
     caller_auth: dict[str, Any]
 
@@ -1201,42 +1244,34 @@ NEEDS_KEY = {"required": True, "header": "authorization"}
 NO_KEY = {"required": False}
 
 COVERAGE_CASES = [
+    CoverageCase("a gateway without caller auth asks for no key", None, "team-a", NO_KEY),
+    CoverageCase("caller auth covers a route in another namespace", {}, "team-a", NEEDS_KEY),
+    CoverageCase("caller auth covers a route in the gateway's namespace", {}, "platform", NEEDS_KEY),
     CoverageCase(
-        "a gateway without caller auth opens nothing and asks for no key", None, "team-a", False, NO_KEY
-    ),
-    CoverageCase("from All covers a route in another namespace", {"from": "All"}, "team-a", False, NEEDS_KEY),
-    CoverageCase("from Same opens a route in another namespace", {"from": "Same"}, "team-a", True, NO_KEY),
-    CoverageCase(
-        "from Same covers a route in the gateway's namespace", {"from": "Same"}, "platform", False, NEEDS_KEY
-    ),
-    CoverageCase(
-        "from Names covers a listed namespace",
-        {"from": "Names", "names": ["x", "team-a"]},
+        "an older gateway's from Same still covers a route in another namespace",
+        {"routeNamespaces": {"from": "Same"}},
         "team-a",
-        False,
         NEEDS_KEY,
     ),
     CoverageCase(
-        "from Names opens a namespace it does not list",
-        {"from": "Names", "names": ["team-b"]},
+        "an older gateway's from Names still covers a namespace it does not list",
+        {"routeNamespaces": {"from": "Names", "names": ["team-b"]}},
         "team-a",
-        True,
-        NO_KEY,
+        NEEDS_KEY,
     ),
     CoverageCase(
-        "coverage the route cannot read covers it: fails closed", {"from": "Some"}, "team-a", False, NEEDS_KEY
+        "coverage the route cannot read covers it", {"routeNamespaces": "everyone"}, "team-a", NEEDS_KEY
     ),
-    CoverageCase("coverage that is not an object covers the route", "everyone", "team-a", False, NEEDS_KEY),
-    CoverageCase("caller auth with no coverage published covers the route", {}, "team-a", False, NEEDS_KEY),
 ]
 
 
 @pytest.mark.parametrize("case", COVERAGE_CASES, ids=lambda c: c.name)
-def test_whose_routes_need_a_key_follows_the_gateway_coverage(case: CoverageCase) -> None:
+def test_every_route_on_a_gateway_with_caller_auth_needs_a_key(case: CoverageCase) -> None:
     xr = copy.deepcopy(XR)
     xr["metadata"]["namespace"] = case.route_namespace
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(_gateway_auth(case.covers))))
-    assert ("auth-exemption" in desired(rsp)) is case.opened
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(_gateway_auth(case.published))))
+    # Nothing of the route's own opens it: the Gateway's policy applies.
+    assert set(desired(rsp)) == ALL_NAMES
     assert resource.struct_to_dict(rsp.desired.composite.resource)["status"]["callerAuth"] == case.caller_auth
 
 
@@ -1254,79 +1289,224 @@ def test_caller_auth_published_without_a_header_means_envoy_gateways_default() -
     assert status["callerAuth"] == {"required": True, "header": "authorization"}
 
 
-def test_the_exemption_replaces_the_gateway_policy_on_this_route_alone() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_AUTH_GW)))
-    obj = desired(rsp)["auth-exemption"]
-    assert obj["metadata"] == {
-        "name": unique_name("llama", "auth-exemption", identity=("ModelRoute",)),
-        "namespace": "team-a",
-    }
-    # Watched, and judged per ancestor: until Accepted, Envoy asks for a key.
-    assert obj["spec"]["readiness"] == {
-        "policy": "DeriveFromCelQuery",
-        "celQuery": readiness.policy_accepted_query(),
-    }
-    assert obj["spec"]["watch"] is True
-    assert "managementPolicies" not in obj["spec"]
-    route = unique_name("llama", identity=("route",))
-    manifest = obj["spec"]["forProvider"]["manifest"]
-    assert manifest == {
-        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
-        "kind": "SecurityPolicy",
-        "metadata": {"name": route, "namespace": "team-a"},
-        # No auth of its own: the most specific policy wins, so none applies.
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}]},
-    }
+def _with_exemption() -> dict[str, dict[str, Any]]:
+    """The composed route plus the exemption Object an older version composed, Ready."""
+    return copy.deepcopy(COMPOSED) | {"auth-exemption": copy.deepcopy(COMPOSED["route"])}
 
 
-def _with_exemption(accepted: bool) -> dict[str, dict[str, Any]]:
-    """The composed route plus its exemption Object, Ready as the CEL query found the policy."""
-    observed = copy.deepcopy(COMPOSED) | {"auth-exemption": copy.deepcopy(COMPOSED["route"])}
-    return observed if accepted else unaccepted(observed, "auth-exemption")
-
-
-EXEMPTION_VERDICT_CASES = [
-    (
-        "a route opened by a policy not yet created waits for it",
-        None,
-        False,
-        RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
-    ),
-    (
-        "a route opened by a policy not Accepted waits for it",
-        False,
-        False,
-        RoutingReason.AUTH_EXEMPTION_NOT_ACCEPTED,
-    ),
-    ("a route opened by an Accepted policy is available", True, True, RoutingReason.AVAILABLE),
+EXEMPTION_DROPPED_CASES = [
+    ("an older exemption is dropped on a gateway with caller auth", gw_required(READY_AUTH_GW)),
+    ("an older exemption is dropped on a gateway without caller auth", gw_required(READY_GW)),
+    ("an older exemption is dropped while Crossplane has not fetched the gateway", NOT_FETCHED),
+    ("an older exemption is dropped while the gateway does not exist", ABSENT),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "accepted", "ready", "reason"),
-    EXEMPTION_VERDICT_CASES,
-    ids=[c[0] for c in EXEMPTION_VERDICT_CASES],
+    ("name", "required"), EXEMPTION_DROPPED_CASES, ids=[c[0] for c in EXEMPTION_DROPPED_CASES]
 )
-def test_an_opened_route_is_ready_only_once_its_policy_is_accepted(
-    name: str, accepted: bool | None, ready: bool, reason: RoutingReason
+def test_an_exemption_is_never_kept_it_opened_covered_models(name: str, required: Any) -> None:
+    """Kept, its SecurityPolicy would let keyless callers name it in x-ai-eg-model (issue #23)."""
+    rsp = run(make_request(XR, ROUTE_INPUT, _with_exemption(), required))
+    # Everything else stays, as ever, whether or not the gateway could be read.
+    assert set(desired(rsp)) == ALL_NAMES, name
+
+
+# --- the first call of a reconcile, before Crossplane fetched the gateway -----------------
+
+
+def _xr_saying(status: str, reason: str, message: str) -> dict[str, Any]:
+    xr = copy.deepcopy(XR)
+    xr["status"] = {
+        "conditions": [
+            {
+                "type": "RoutingReady",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-11-29T12:00:00Z",
+            },
+            # Not what this call would decide (every composed backend serves), so
+            # repeating it is seen to come from the XR.
+            {"type": "BackendsServing", "status": "True", "reason": "Degraded", "message": "1 of 2 serve"},
+        ]
+    }
+    return xr
+
+
+FIRST_CALL_CASES = [
+    ("a route that says True says True again until the gateway is fetched", "True", "Available"),
+    (
+        "a route that says GatewayNotReady says it again until the gateway is fetched",
+        "False",
+        "GatewayNotReady",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "status", "reason"), FIRST_CALL_CASES, ids=[c[0] for c in FIRST_CALL_CASES])
+def test_a_call_that_cannot_judge_changes_no_condition_and_logs_nothing(
+    name: str, status: str, reason: str
 ) -> None:
-    observed = copy.deepcopy(COMPOSED) if accepted is None else _with_exemption(accepted)
-    got = condition(run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW))), "RoutingReady")
-    assert (got.reason, got.status == fnv1.STATUS_CONDITION_TRUE) == (reason, ready), name
-    if not ready:
-        assert "is outside the caller auth of gateway platform/inference" in got.message
-        assert "until it is, Envoy asks every caller for a key" in got.message
-
-
-def test_a_route_the_gateway_now_covers_drops_its_exemption() -> None:
-    """Kept, the exemption would leave the route open to callers without a key."""
-    observed = _with_exemption(accepted=True)
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(_gateway_auth({"from": "All"}))))
+    """Issue #32: judged on the first call, RoutingReady went to GatewayNotFound on every reconcile."""
+    rsp = run(make_request(_xr_saying(status, reason, "as said before"), ROUTE_INPUT, COMPOSED, NOT_FETCHED))
+    got = condition(rsp, "RoutingReady")
+    assert (got.status == fnv1.STATUS_CONDITION_TRUE, got.reason, got.message) == (
+        status == "True",
+        reason,
+        "as said before",
+    ), name
+    assert condition(rsp, "BackendsServing").reason == BackendsReason.DEGRADED, name
+    assert list(rsp.results) == [], name
+    # The desired state is whole, as on every call.
     assert set(desired(rsp)) == ALL_NAMES
 
 
-def test_a_gateway_that_cannot_be_read_keeps_the_exemption() -> None:
-    observed = _with_exemption(accepted=True)
-    for required in (NOT_FETCHED, ABSENT):
-        rsp = run(make_request(XR, ROUTE_INPUT, observed, required))
-        assert set(desired(rsp)) == ALL_NAMES | {"auth-exemption"}
+def test_a_new_route_before_the_gateway_is_fetched_says_gateway_not_found_without_an_event() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, {}, NOT_FETCHED))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    assert list(rsp.results) == []
+
+
+def test_a_gateway_fetched_and_absent_is_decided_and_said_once() -> None:
+    rsp = run(make_request(_xr_saying("True", "Available", "served"), ROUTE_INPUT, COMPOSED, ABSENT))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    # Both conditions are judged on this call, and each change is said once.
+    assert [r.reason for r in rsp.results] == [RoutingReason.GATEWAY_NOT_FOUND, BackendsReason.ALL_SERVING]
+
+
+def test_an_older_exemption_not_accepted_holds_nothing_back() -> None:
+    """It is dropped, not waited for: RoutingReady reads only what this call composes."""
+    observed = unaccepted(_with_exemption(), "auth-exemption")
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW)))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert "auth-exemption" not in desired(rsp)
+
+
+# --- the ext-proc loads what Envoy AI Gateway accepted, seconds later -----------------------
+
+
+def _accepted_ago(name: str, seconds: float) -> dict[str, dict[str, Any]]:
+    """The composed route with `name`'s target stamped Accepted `seconds` ago by its controller."""
+    observed = copy.deepcopy(COMPOSED)
+    stamp = (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manifest = observed[name]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("status", {})["conditions"] = [
+        {
+            "type": "Accepted",
+            "status": "True",
+            "reason": "ReconciliationSucceeded",
+            "lastTransitionTime": stamp,
+        }
+    ]
+    return observed
+
+
+LOADING_CASES = [
+    ("a route accepted 3 s ago is not served yet by the ext-proc", "route", 3, RoutingReason.CONFIG_LOADING),
+    (
+        "a backend accepted 3 s ago is not served yet by the ext-proc",
+        "service-backend-vllm",
+        3,
+        RoutingReason.CONFIG_LOADING,
+    ),
+    ("a route accepted 13 s ago is still loading", "route", 13, RoutingReason.CONFIG_LOADING),
+    ("a route accepted 17 s ago is served", "route", 17, RoutingReason.AVAILABLE),
+    ("a stamp a few seconds ahead of our clock still holds", "route", -10, RoutingReason.CONFIG_LOADING),
+    (
+        "a Backend (not an AIServiceBackend) accepted 3 s ago holds nothing",
+        "backend-vllm",
+        3,
+        RoutingReason.AVAILABLE,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "ago", "reason"), LOADING_CASES, ids=[c[0] for c in LOADING_CASES]
+)
+def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
+    name: str, target: str, ago: float, reason: RoutingReason
+) -> None:
+    """Measured on the real data plane: 500 "unknown backend" until 8-9 s after Accepted."""
+    rsp = run(make_request(XR, ROUTE_INPUT, _accepted_ago(target, ago), gw_required(READY_GW)))
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == reason, name
+    ttl = rsp.meta.ttl.ToTimedelta().total_seconds()
+    if reason is RoutingReason.CONFIG_LOADING:
+        assert got.status == fnv1.STATUS_CONDITION_FALSE
+        # The stamp has whole seconds, so the clock may have passed one more by the call.
+        said = {f"accepted this route's configuration {max(0, a)} s ago" for a in (ago, ago + 1)}
+        assert any(s in got.message for s in said), (name, got.message)
+        assert "its ext-proc loads it within 15 s" in got.message
+        # Called again one second after the bound has passed, not a poll later.
+        # The stamp has whole seconds; the clock has moved on by a fraction since.
+        want = min(15, 15 - ago + 1)
+        assert want - 2 < ttl <= want, (name, ttl)
+    else:
+        assert ttl == 120  # settled: the usual TTL
+    # The desired state is whole either way.
+    assert set(desired(rsp)) == ALL_NAMES
+
+
+def test_a_stamp_far_in_the_future_holds_nothing_back() -> None:
+    """A controller clock ten minutes ahead cannot hold RoutingReady back for ten minutes."""
+    rsp = run(make_request(XR, ROUTE_INPUT, _accepted_ago("route", -600), gw_required(READY_GW)))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+
+
+def test_a_first_call_cannot_keep_a_condition_it_cannot_read() -> None:
+    """A condition without a reason is not kept: the call decides (GatewayNotFound), silently."""
+    xr = _xr_saying("True", "", "m")
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    assert list(rsp.results) == []
+
+
+def test_a_first_call_keeps_a_condition_without_a_message_as_it_is() -> None:
+    xr = _xr_saying("True", "Available", "")
+    del xr["status"]["conditions"][0]["message"]
+    got = condition(run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED)), "RoutingReady")
+    assert (got.reason, got.message) == ("Available", "")
+
+
+def test_a_traffic_policy_not_accepted_holds_nothing_back_while_the_first_level_serves() -> None:
+    """Without the policy requests are still served by the first priority level: not a BackendNotAccepted."""
+    observed = copy.deepcopy(COMPOSED)
+    ready = next(c for c in observed["traffic-policy"]["status"]["conditions"] if c["type"] == "Ready")
+    ready["status"] = "False"
+    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert rsp.desired.resources["traffic-policy"].ready != fnv1.READY_TRUE
+
+
+ALLOWED_CASES = [
+    pytest.param(
+        "Same", "platform", RoutingReason.ROUTE_NOT_ALLOWED, id="Same refuses a route from another namespace"
+    ),
+    pytest.param(
+        "Same", "team-a", RoutingReason.AVAILABLE, id="Same admits a route in the gateway's own namespace"
+    ),
+    pytest.param("All", "platform", RoutingReason.AVAILABLE, id="All admits a route from any namespace"),
+    pytest.param(
+        None, "platform", RoutingReason.AVAILABLE, id="a gateway that publishes nothing is not second-guessed"
+    ),
+]
+
+
+@pytest.mark.parametrize(("allowed", "gateway_namespace", "reason"), ALLOWED_CASES)
+def test_a_route_the_listener_refuses_says_so(
+    allowed: str | None, gateway_namespace: str, reason: RoutingReason
+) -> None:
+    """Envoy AI Gateway says Accepted once it wrote the HTTPRoute; Envoy Gateway refuses it by allowedRoutes."""
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["gateway"]["namespace"] = gateway_namespace
+    if allowed is None:
+        gw["status"]["gateway"].pop("allowedRoutes", None)
+    else:
+        gw["status"]["gateway"]["allowedRoutes"] = allowed
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))), "RoutingReady")
+    assert got.reason == reason
+    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is (reason is RoutingReason.AVAILABLE)
+    if reason is RoutingReason.ROUTE_NOT_ALLOWED:
+        assert "allowedRoutes Same" in got.message

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function import claims
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import condition_true_query, deployment_rollout_query
+from function.readiness import condition_true_query, deployment_rollout_query, policy_accepted_query
 from tests.cel_eval import eval_reference
 from tests.support import (
     EXAMPLES,
@@ -118,13 +119,20 @@ MEANINGS = {
         serving=(FALSE, "Degraded"),
         why="vllm serves none; retries (on by default) send its requests on to the hosted fallback",
     ),
-    "gateway-auth-route-opened": Meaning(
+    "gateway-auth-route-composed": Meaning(
+        "RoutingReady",
+        TRUE,
+        "Available",
+        ROUTE,
+        why="the Gateway's SecurityPolicy covers every route on it: callers send a key, the route opens nothing",
+    ),
+    "gateway-ready-secret-missing": Meaning(
         "RoutingReady",
         FALSE,
-        "AuthExemptionNotAccepted",
-        ROUTE | {"auth-exemption"},
-        why="team-a is outside the gateway's caller auth; until its own SecurityPolicy is Accepted, "
-        "Envoy asks its callers for a key",
+        "ReferenceNotFound",
+        ROUTE,
+        why="the hosted backend's API-key Secret does not exist: Envoy AI Gateway drops the backend and answers "
+        "500 for requests routed to it, while every composed object says Accepted",
     ),
     "gateway-ready-workload-rolling-out": Meaning(
         "RoutingReady",
@@ -149,8 +157,23 @@ def _call(example: Example) -> tuple[fnv1.RunFunctionResponse, dict[str, dict[st
     xr = load_yaml(EXAMPLES / example.xr)[0]
     composition = load_yaml(EXAMPLES / example.composition)[0]
     observed = by_resource_name(_docs(example.observed))
-    required = {"inference-gateway": _docs(example.required)} if example.required else {}
-    return run(make_request(xr, composition["spec"]["pipeline"][0]["input"], observed, required)), observed
+    inp = composition["spec"]["pipeline"][0]["input"]
+    required: dict[str, list[dict[str, Any]]] = {}
+    if example.required:
+        # As Crossplane does: call, then hand over what the call required (an
+        # empty list for what does not exist), and call again.
+        docs = _docs(example.required)
+        asked = run(make_request(xr, inp, observed, {})).requirements.resources
+        required = {
+            key: [
+                d
+                for d in docs
+                if (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", ""))
+                == (sel.kind, sel.match_name, sel.namespace)
+            ]
+            for key, sel in asked.items()
+        }
+    return run(make_request(xr, inp, observed, required)), observed
 
 
 def test_every_example_has_its_meaning_stated() -> None:
@@ -180,6 +203,8 @@ def test_each_example_means_what_it_is_for(example: Example) -> None:
 # --- what each composed Object is: its name, how its readiness is judged, whether it only observes ---
 
 CEL_ON = "condition"
+# An Envoy Gateway policy: Accepted by every ancestor it reports.
+POLICY = "policy"
 ROLLOUT = "rollout"
 CREATED = "created"
 
@@ -207,7 +232,7 @@ OBJECTS = {
         "gateway": ("inference-gateway-7263f92f", CEL_ON, "Programmed", False),
         "anchor-route": ("inference-anchor-12afe203", CEL_ON, "Accepted", False),
         "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
-        "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", CREATED, None, False),
+        "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
     },
     "gateway-ready-route-composed": {
         "gateway-observer": ("llama-gateway-observer-35870d8b", CEL_ON, "GatewayReady", True),
@@ -218,13 +243,13 @@ OBJECTS = {
         "service-backend-hosted": ("llama-service-backend-hosted-c8c88440", CEL_ON, "Accepted", False),
         "security-policy-hosted": ("llama-security-policy-hosted-b3442b55", CEL_ON, "Accepted", False),
         # Retries and ejection only: a rejected policy leaves requests served.
-        "traffic-policy": ("llama-traffic-policy-447d7e0d", CREATED, None, False),
+        "traffic-policy": ("llama-traffic-policy-447d7e0d", POLICY, None, False),
     },
 }
 # Composed resources the example's observed state shows in effect: Crossplane
 # is told exactly these are ready.
 READY = {
-    "defaults-ready": {"envoy-proxy", "gateway", "anchor-route", "envoy-deployment"},
+    "defaults-ready": {"envoy-proxy", "gateway", "anchor-route", "envoy-deployment", "client-traffic-policy"},
     "gateway-ready-route-composed": set(OBJECTS["gateway-ready-route-composed"]) - {"gateway-observer"},
 }
 
@@ -240,7 +265,12 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
     assert set(got) == set(OBJECTS[name])
     for resource, (object_name, judged, condition, observe_only) in OBJECTS[name].items():
         obj = got[resource]
+        labels = obj["metadata"].pop("labels", None)
         assert obj["metadata"] == {"name": object_name, "namespace": xr["metadata"]["namespace"]}, resource
+        # Only the route carries a label: the model it claims on its gateway (function/claims.py).
+        assert (labels is not None) is (resource == "route"), resource
+        if labels is not None:
+            assert list(labels) == [claims.LABEL], resource
         manifest = obj["spec"]["forProvider"]["manifest"]
         target = (manifest["apiVersion"], manifest["kind"], manifest["metadata"]["namespace"])
         assert target == TARGETS[resource], resource
@@ -252,6 +282,10 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
                 "policy": "DeriveFromCelQuery",
                 "celQuery": deployment_rollout_query(AvailabilityPolicy.AT_LEAST_ONE, DEFAULT_EXTPROC_MARKER),
             }, resource
+        elif judged == POLICY:
+            assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": policy_accepted_query()}, (
+                resource
+            )
         else:
             assert readiness == {
                 "policy": "DeriveFromCelQuery",

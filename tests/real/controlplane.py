@@ -66,55 +66,89 @@ class Credentials:
         return path
 
 
-def _kwok_stages() -> str:
-    """Pod stages: Ready POD_START_MS after scheduling, gone POD_DRAIN_MS after deletion."""
-    return textwrap.dedent(f"""\
-        apiVersion: kwok.x-k8s.io/v1alpha1
-        kind: Stage
-        metadata:
-          name: pod-ready
-        spec:
-          resourceRef: {{apiGroup: v1, kind: Pod}}
-          selector:
-            matchExpressions:
-            - {{key: .metadata.deletionTimestamp, operator: DoesNotExist}}
-            - {{key: .spec.nodeName, operator: Exists}}
-            - {{key: .status.podIP, operator: DoesNotExist}}
-          delay: {{durationMilliseconds: {POD_START_MS}}}
-          next:
-            statusTemplate: |
+# Envoy pods run for real (tests/real/dataplane.py): kwok marks them Ready
+# only once the data plane, playing the kubelet, has seen every readiness
+# probe pass and says so with this annotation.
+ENVOY_POD = (
+    "{key: '.metadata.labels[\"app.kubernetes.io/managed-by\"]', operator: In, values: [envoy-gateway]}"
+)
+NOT_ENVOY_POD = (
+    "{key: '.metadata.labels[\"app.kubernetes.io/managed-by\"]', operator: NotIn, values: [envoy-gateway]}"
+)
+PROBED = '{key: \'.metadata.annotations["fgr.test/containers-ready"]\', operator: In, values: ["true"]}'
+NOT_READY = (
+    '{key: \'.status.conditions.[] | select( .type == "Ready" ) | .status\', operator: In, values: ["False"]}'
+)
+
+
+def _pod_status(ready: bool) -> str:
+    """The status kwok writes: Running with an address, Ready or not (a kubelet's first status)."""
+    r = '"True"' if ready else '"False"'
+    return f"""\
               {{{{ $now := Now }}}}
               conditions:
               - {{type: Initialized, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
               - {{type: PodScheduled, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
-              - {{type: ContainersReady, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
-              - {{type: Ready, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+              - {{type: ContainersReady, status: {r}, lastTransitionTime: {{{{ $now | Quote }}}}}}
+              - {{type: Ready, status: {r}, lastTransitionTime: {{{{ $now | Quote }}}}}}
               containerStatuses:
               {{{{ range .spec.containers }}}}
               - name: {{{{ .name | Quote }}}}
                 image: {{{{ .image | Quote }}}}
-                ready: true
+                ready: {"true" if ready else "false"}
                 restartCount: 0
                 state: {{running: {{startedAt: {{{{ $now | Quote }}}}}}}}
               {{{{ end }}}}
               hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
               podIP: {{{{ PodIPWith .spec.nodeName false ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}}}
               phase: Running
-              startTime: {{{{ $now | Quote }}}}
-        ---
+              startTime: {{{{ $now | Quote }}}}"""
+
+
+def _stage(name: str, expressions: list[str], next_: str, delay_ms: int | None = None) -> str:
+    """One kwok Stage of pods: when every expression matches (after delay_ms), apply next_."""
+    matches = "".join(f"\n            - {e}" for e in expressions)
+    delay = f"\n          delay: {{durationMilliseconds: {delay_ms}}}" if delay_ms is not None else ""
+    return f"""\
         apiVersion: kwok.x-k8s.io/v1alpha1
         kind: Stage
         metadata:
-          name: pod-delete
+          name: {name}
         spec:
           resourceRef: {{apiGroup: v1, kind: Pod}}
           selector:
-            matchExpressions:
-            - {{key: .metadata.deletionTimestamp, operator: Exists}}
-            - {{key: .metadata.finalizers, operator: DoesNotExist}}
-          delay: {{durationMilliseconds: {POD_DRAIN_MS}}}
-          next: {{delete: true}}
-        """)
+            matchExpressions:{matches}{delay}
+          next:{next_}
+"""
+
+
+def _status(ready: bool) -> str:
+    return "\n            statusTemplate: |\n" + _pod_status(ready)
+
+
+ALIVE = "{key: .metadata.deletionTimestamp, operator: DoesNotExist}"
+SCHEDULED = "{key: .spec.nodeName, operator: Exists}"
+NOT_STARTED = "{key: .status.podIP, operator: DoesNotExist}"
+STARTED = "{key: .status.podIP, operator: Exists}"
+
+
+def _kwok_stages() -> str:
+    """Pod stages: Ready POD_START_MS after scheduling (Envoy pods: once probed), gone POD_DRAIN_MS after deletion."""
+    stages = [
+        _stage("pod-ready", [ALIVE, SCHEDULED, NOT_STARTED, NOT_ENVOY_POD], _status(True), POD_START_MS),
+        _stage("envoy-pod-running", [ALIVE, SCHEDULED, NOT_STARTED, ENVOY_POD], _status(False)),
+        _stage("envoy-pod-ready", [ALIVE, STARTED, ENVOY_POD, PROBED, NOT_READY], _status(True)),
+        _stage(
+            "pod-delete",
+            [
+                "{key: .metadata.deletionTimestamp, operator: Exists}",
+                "{key: .metadata.finalizers, operator: DoesNotExist}",
+            ],
+            " {delete: true}",
+            POD_DRAIN_MS,
+        ),
+    ]
+    return textwrap.dedent("        ---\n".join(stages))
 
 
 class ControlPlane:

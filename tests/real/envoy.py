@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -29,8 +30,8 @@ from tests.real.crossplane import module_dir
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import ConformanceError
-from tests.real.processes import Supervisor, port_open
-from tests.real.versions import ENVOY_AI_GATEWAY, ENVOY_GATEWAY
+from tests.real.processes import PRIVATE_MOUNTS, Supervisor, port_open
+from tests.real.versions import ENVOY_AI_GATEWAY, ENVOY_GATEWAY, Component
 from tests.support import load_yaml
 
 EG_NS = "envoy-gateway-system"
@@ -69,8 +70,38 @@ def envoy_gateway_config(extension_host: str) -> dict[str, Any]:
     }
 
 
+def ai_gateway_crds(component: Component) -> Path:
+    """Envoy AI Gateway's CRDs at the release that runs: upstream's manifests, or generated from an archive."""
+    if component.archive is not None:
+        generated = toolchain.archive_crds(component)
+        # The kinds shared/crds/ holds from upstream's release manifests must
+        # come out the same, or the generated rest cannot be trusted either.
+        for upstream in sorted((toolchain.shared_dir() / "crds" / "envoy-ai-gateway").glob("*.yaml")):
+            ours = load_yaml(generated / upstream.name)
+            if [d["spec"] for d in ours] != [d["spec"] for d in load_yaml(upstream)]:
+                raise RuntimeError(f"controller-gen wrote {upstream.name} unlike upstream's release manifest")
+        return generated
+    return (
+        module_dir(component.module, component.version)
+        / "manifests"
+        / "charts"
+        / "ai-gateway-crds-helm"
+        / "templates"
+    )
+
+
 class EnvoyStack:
-    def __init__(self, kube: Kube, sup: Supervisor, workdir: Path, kubeconfig: Path, lab: Lab) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        sup: Supervisor,
+        workdir: Path,
+        kubeconfig: Path,
+        lab: Lab,
+        *,
+        ai_gateway: Component = ENVOY_AI_GATEWAY,
+    ) -> None:
+        self.ai_gateway = ai_gateway
         self.kube = kube
         self.sup = sup
         self.dir = workdir
@@ -87,13 +118,7 @@ class EnvoyStack:
             / "crds"
             / "crds"
         )
-        aigw = (
-            module_dir(ENVOY_AI_GATEWAY.module, ENVOY_AI_GATEWAY.version)
-            / "manifests"
-            / "charts"
-            / "ai-gateway-crds-helm"
-            / "templates"
-        )
+        aigw = ai_gateway_crds(self.ai_gateway)
         for crd in [
             *load_yaml(eg / "gatewayapi-crds.yaml"),
             *(d for f in sorted((eg / "generated").glob("*.yaml")) for d in load_yaml(f)),
@@ -161,7 +186,7 @@ class EnvoyStack:
         proc = self.sup.start(
             "envoy-ai-gateway-controller",
             [
-                str(toolchain.ensure(ENVOY_AI_GATEWAY, "envoy-ai-gateway-controller")),
+                str(toolchain.ensure(self.ai_gateway, "envoy-ai-gateway-controller")),
                 f"-envoyGatewayNamespace={EG_NS}",
                 f"-tlsCertDir={certs}",
                 "-enableLeaderElection=false",
@@ -176,7 +201,35 @@ class EnvoyStack:
             proc, "Envoy AI Gateway's webhook listening", lambda: port_open(AIGW_WEBHOOK_PORT), timeout=90
         )
 
+    def _envoy_secret(self) -> None:
+        """The Secret `envoy` Envoy Gateway's certgen job makes: the proxies' xDS client certificate."""
+        cert, key = self.ca.leaf("envoy", sans=("envoy",))
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "envoy", "namespace": EG_NS},
+                "type": "kubernetes.io/tls",
+                "data": {
+                    "ca.crt": base64.b64encode(self.ca.pem).decode(),
+                    "tls.crt": base64.b64encode(cert).decode(),
+                    "tls.key": base64.b64encode(key).decode(),
+                },
+            }
+        )
+
     def _envoy_gateway(self) -> None:
+        self._envoy_secret()
+        # certgen's other Secret: the HMAC key of OIDC cookies (Envoy Gateway logs an error per
+        # reconcile without it, and its wasm cache does not start).
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "envoy-oidc-hmac", "namespace": EG_NS},
+                "data": {"hmac-secret": base64.b64encode(os.urandom(32)).decode()},
+            }
+        )
         if shutil.which("unshare") is None:
             raise ConformanceError("no unshare (util-linux): Envoy Gateway needs a private /certs")
         certs = self.dir / "eg-certs"
@@ -194,11 +247,7 @@ class EnvoyStack:
             self.lab.inside(
                 "envoy-gateway",
                 [
-                    "unshare",
-                    "--mount",
-                    "--propagation",
-                    "private",
-                    "--",
+                    *PRIVATE_MOUNTS,
                     "sh",
                     "-c",
                     'mount --bind "$0" /certs && exec "$@"',

@@ -29,14 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
+from function import naming
+from function.api import DEFAULT_EXTPROC_MARKER
+from tests.pki import CA
 from tests.real import toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
 from tests.real.crossplane import CrossplaneStack
+from tests.real.dataplane import Binaries, DataPlane, envoy_binary
+from tests.real.dns import ClusterDNS
 from tests.real.envoy import EG_NS, EnvoyStack
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
-from tests.real.processes import Supervisor
+from tests.real.prober import Prober, Totals, chat
+from tests.real.processes import Supervisor, stop_cleanly_on_sigterm
+from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
 XR_API = "ai.example.org/v1alpha1"
@@ -45,12 +53,20 @@ AIGW_API = "aigateway.envoyproxy.io/v1beta1"
 GATEWAY = ("platform", "inference")
 ROUTE = ("team-a", "llama")
 EXTPROC = "ai-gateway-extproc"
-# The Input's extProcMarkerAnnotation on this stack: Envoy AI Gateway v1.0.0
-# writes none (v1.1.0 writes aigateway.envoyproxy.io/extproc-config-hash).
-MARKER = ""
+# The Envoy AI Gateway that runs: the newest by default; FGR_STACK=oldest
+# runs the oldest supported (v1.0.0) while developing.
+AI_GATEWAY = (
+    versions.ENVOY_AI_GATEWAY_OLDEST if os.environ.get("FGR_STACK") == "oldest" else versions.ENVOY_AI_GATEWAY
+)
+# The Input's extProcMarkerAnnotation on that release: v1.1.0 writes
+# aigateway.envoyproxy.io/extproc-config-hash (the function's default);
+# v1.0.0 writes none, and "" is the documented setting for it.
+MARKER = "" if AI_GATEWAY is versions.ENVOY_AI_GATEWAY_OLDEST else DEFAULT_EXTPROC_MARKER
 # Generous bounds for what is not measured against the truth bound: a new
 # gateway's first rollout, the provider's 30 s re-read of a not-Ready Object.
 CONVERGE_S = 300
+# The example ModelRoute's first backend: vllm.team-a.svc.cluster.local:8000.
+VLLM_PORT = 8000
 
 
 @dataclass
@@ -71,8 +87,14 @@ def ts(text: str | None) -> float:
 class Env:
     """The running stack, and what scenarios need to read and change it."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, prober: Prober, plane: DataPlane, vllm: Upstream) -> None:
         self.kube = kube
+        self.prober = prober
+        self.plane = plane
+        # The fake model server behind the example route's first backend.
+        self.vllm = vllm
+        # The caller keys a scenario has made valid, by header: the prober sends them.
+        self.keys: dict[str, str] = {}
 
     def xr(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
         return self.kube.get(XR_API, kind, name, ns)
@@ -144,10 +166,10 @@ def new_gateway(env: Env, r: Report) -> None:
     env.kube.apply(xr)
     # Sample until GatewayReady is True over a finished rollout whose live pods
     # all carry the injected container. Envoy AI Gateway v1.0.0 writes no
-    # marker on the pod template (MARKER below is ""), so the function cannot
-    # see whether pods created before the webhook saw the anchor lack the
-    # sidecar: GatewayReady may then say True until Envoy AI Gateway's first
-    # rollout. Those samples are counted and printed; with a marker they fail.
+    # marker on the pod template (MARKER is ""), so the function cannot see
+    # whether pods created before the webhook saw the anchor lack the sidecar:
+    # GatewayReady may then say True until Envoy AI Gateway's first rollout.
+    # Those samples are counted and printed; with a marker (v1.1.0) they fail.
     deadline = time.monotonic() + CONVERGE_S
     # The world is ready when the last old pod is gone, not when the last new
     # one is Ready (old pods drain for kwok's POD_DRAIN_MS): sampled here.
@@ -281,6 +303,124 @@ def _gateway_follows(env: Env, r: Report, reason: str) -> dict[str, Any]:
     return gw
 
 
+def _set_listeners(env: Env, listeners: list[dict[str, Any]]) -> None:
+    # A merge patch replaces the list whole; Crossplane co-owns the spec.
+    env.kube.merge_patch(
+        XR_API, "InferenceGateway", GATEWAY[1], GATEWAY[0], {"spec": {"listeners": listeners}}
+    )
+
+
+def _real_listener(env: Env, name: str) -> dict[str, Any] | None:
+    """The real Gateway's Programmed condition of one listener, as Envoy Gateway reports it."""
+    real = env.kube.get("gateway.networking.k8s.io/v1", "Gateway", GATEWAY[1], GATEWAY[0]) or {}
+    for listener in (real.get("status") or {}).get("listeners") or []:
+        if listener.get("name") == name:
+            return condition({"status": listener}, "Programmed")
+    return None
+
+
+def listener_not_programmed(env: Env, r: Report) -> None:
+    """Issue #25 items 2 and 8. A second HTTPS listener without its certificate Secret: Envoy Gateway
+    keeps the Gateway Programmed=True and that listener Programmed=False; no route attaches there, so
+    GatewayReady stays Available and requests keep succeeding. The listener routes attach to made
+    Conflicted (HTTPS beside it on its port): GatewayReady ListenerNotProgrammed while requests fail,
+    then Available once the conflict is gone."""
+    http = {"name": "http", "protocol": "HTTP", "port": 80}
+    https = {
+        "name": "https",
+        "protocol": "HTTPS",
+        "port": 443,
+        "tls": {"certificateRefs": [{"name": "gw-tls"}]},
+    }
+    _set_listeners(env, [http, https])
+    broken = wait(
+        "Envoy Gateway reporting listener https not Programmed",
+        lambda: (c := _real_listener(env, "https")) and c.get("status") == "False" and c,
+        CONVERGE_S,
+    )
+    real = env.kube.get("gateway.networking.k8s.io/v1", "Gateway", GATEWAY[1], GATEWAY[0])
+    assert true(real, "Programmed"), real["status"]
+    for _ in range(12):  # the next few seconds: the attach listener serves, and GatewayReady says so
+        assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
+        time.sleep(0.25)
+    r.notes.append(
+        f"Envoy Gateway: Gateway Programmed=True with listener https Programmed=False ({broken.get('reason')}); "
+        "GatewayReady stayed Available (no route attaches there)"
+    )
+    _set_listeners(env, [http])
+    # The attach listener Conflicted: HTTPS beside it on its port (the Gateway API CRD allows it;
+    # Envoy Gateway marks both ProtocolConflict). A listener only counts in the conflict once its
+    # certificate resolves, so the Secret comes first.
+    cert, key = CA("fgr-listener-ca").leaf("inference.example.com", sans=("inference.example.com",))
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "gw-tls", "namespace": GATEWAY[0]},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
+        }
+    )
+    env.prober.fault()
+    _set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}])
+    _gateway_follows(env, r, "ListenerNotProgrammed")
+    message = wait(
+        "GatewayReady naming listener http not Programmed",
+        lambda: (
+            "listener http is not Programmed"
+            in (m := condition(env.gateway(), "GatewayReady").get("message", ""))
+            and m
+        ),
+        CONVERGE_S,
+    )
+    r.notes.append(f"the attach listener Conflicted: {message.split(': Envoy serves')[0]}")
+    _set_listeners(env, [http])
+    assert true(_gateway_follows(env, r, "Available"), "GatewayReady")
+    wait("RoutingReady True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+    env.kube.delete("v1", "Secret", "gw-tls", GATEWAY[0])
+
+
+def route_not_allowed(env: Env, r: Report) -> None:
+    """Issue #25 item 2: the listener narrowed to routes of its own namespace. Envoy Gateway refuses the
+    team-a route (NotAllowedByListeners) while Envoy AI Gateway keeps it Accepted; RoutingReady says
+    RouteNotAllowed; widened again, True."""
+    http = {"name": "http", "protocol": "HTTP", "port": 80}
+    env.prober.fault()  # Envoy drops the route as soon as Envoy Gateway translates the change
+    _set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    said = wait(
+        "RoutingReady RouteNotAllowed",
+        lambda: (c := condition(env.route(), "RoutingReady")).get("reason") == "RouteNotAllowed" and c,
+        CONVERGE_S,
+    )
+    http_route = naming.unique_name(ROUTE[1], identity=("route",))
+    refused = wait(
+        "Envoy Gateway refusing the HTTPRoute",
+        lambda: next(
+            (
+                c
+                for p in (
+                    (
+                        env.kube.get("gateway.networking.k8s.io/v1", "HTTPRoute", http_route, ROUTE[0]) or {}
+                    ).get("status")
+                    or {}
+                ).get("parents")
+                or []
+                for c in p.get("conditions", [])
+                if c.get("type") == "Accepted" and c.get("status") == "False"
+            ),
+            None,
+        ),
+        CONVERGE_S,
+    )
+    accepted = [true(o, "Accepted") for o in env.kube.list(AIGW_API, "AIGatewayRoute", ROUTE[0])]
+    r.notes.append(
+        f"HTTPRoute Accepted=False ({refused.get('reason')}) while the AIGatewayRoutes say Accepted={accepted}; "
+        f"RoutingReady {said['reason']}"
+    )
+    _set_listeners(env, [http])
+    wait("RoutingReady True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+
+
 def deployment_not_found(env: Env, r: Report) -> None:
     """Point the observer where no Deployment is (wrong deploy mode): DeploymentNotFound, then recovery."""
     _patch_gateway(env, {"deployMode": "GatewayNamespace"})
@@ -350,6 +490,25 @@ def anchor_ablation(env: Env, r: Report) -> None:
     assert dep is not None
     generation = dep["metadata"]["generation"]
     anchor = next(n for n in env.objects(GATEWAY[0]) if "anchor" in n)
+    with env.prober.ablation():
+        _without_anchor(env, r, anchor, generation)
+    anchor_back = wait(
+        "the anchor back and Accepted",
+        lambda: [a for a in env.kube.list(AIGW_API, "AIGatewayRoute", GATEWAY[0]) if true(a, "Accepted")],
+        120,
+    )
+    route = wait(
+        "RoutingReady=True", lambda: (rt := env.route()) and true(rt, "RoutingReady") and rt, CONVERGE_S
+    )
+    pods = env.live_pods()
+    assert all(has_extproc(p) for p in pods), "RoutingReady True with a pod lacking the ext-proc"
+    served_since = max(
+        [*(pod_ready_at(p) for p in pods), ts(condition(anchor_back[0], "Accepted")["lastTransitionTime"])]
+    )
+    r.lags.append(ts(condition(route, "RoutingReady")["lastTransitionTime"]) - served_since)
+
+
+def _without_anchor(env: Env, r: Report, anchor: str, generation: int) -> None:
     # Pausing the anchor's Object keeps the provider from re-creating it.
     _paused(env, OBJECT_API, "Object", anchor, GATEWAY[0], paused=True)
     target = next(iter(env.kube.list(AIGW_API, "AIGatewayRoute", GATEWAY[0])))
@@ -379,20 +538,6 @@ def anchor_ablation(env: Env, r: Report) -> None:
     r.notes.append(f"{samples} samples over 60 s without the anchor, none lying")
     # Put the anchor back: unpause; the provider recreates it.
     _paused(env, OBJECT_API, "Object", anchor, GATEWAY[0], paused=False)
-    anchor_back = wait(
-        "the anchor back and Accepted",
-        lambda: [a for a in env.kube.list(AIGW_API, "AIGatewayRoute", GATEWAY[0]) if true(a, "Accepted")],
-        120,
-    )
-    route = wait(
-        "RoutingReady=True", lambda: (rt := env.route()) and true(rt, "RoutingReady") and rt, CONVERGE_S
-    )
-    pods = env.live_pods()
-    assert all(has_extproc(p) for p in pods), "RoutingReady True with a pod lacking the ext-proc"
-    served_since = max(
-        [*(pod_ready_at(p) for p in pods), ts(condition(anchor_back[0], "Accepted")["lastTransitionTime"])]
-    )
-    r.lags.append(ts(condition(route, "RoutingReady")["lastTransitionTime"]) - served_since)
 
 
 def _route_doc_one_backend() -> dict[str, Any]:
@@ -504,39 +649,30 @@ def route_follows_gateway(env: Env, r: Report) -> None:
     )
 
 
-def backend_scaled_to_zero(env: Env, r: Report) -> None:
-    """A model's own server scaled to zero and back: RoutingReady follows within seconds
-    (BackendNotServing, then Available), through the route's watched workload observer."""
-    server = {
+def _model_server(name: str, replicas: int) -> dict[str, Any]:
+    """A model server's Deployment in the route's namespace (kwok runs no container)."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "vllm-llama", "namespace": ROUTE[0]},
+        "metadata": {"name": name, "namespace": ROUTE[0]},
         "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "vllm-llama"}},
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "vllm-llama"}},
+                "metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
             },
         },
     }
+
+
+def backend_scaled_to_zero(env: Env, r: Report) -> None:
+    """A model's own server scaled to zero and back: RoutingReady follows within seconds
+    (BackendNotServing, then Available), through the route's watched workload observer."""
+    server = _model_server("vllm-llama", 1)
     env.kube.apply(server)
-    # The provider's dry-run patch of observed objects, in this application namespace (README).
-    env.kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "provider-kubernetes-workload-dry-run", "namespace": ROUTE[0]},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "provider-kubernetes-envoy-deployment-dry-run",
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": "provider-kubernetes", "namespace": "crossplane-system"}
-            ],
-        }
-    )
+    # The provider's dry-run patch of observed workloads in this application namespace, as shipped.
+    env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
     doc = _route_doc_one_backend()
     doc["spec"]["backends"][0]["workloadRef"] = {
         "apiVersion": "apps/v1",
@@ -568,12 +704,28 @@ def backend_scaled_to_zero(env: Env, r: Report) -> None:
             interval=0.1,
         )
 
+    # Its Service loses every endpoint at once; to the gateway this is a fault to detect. The
+    # prober hears of the fault first: a request sent between the server going down and the
+    # prober being told was counted as a lie (CI, both routes on this server, one second).
+    env.prober.fault()
+    env.vllm.down = True
     down_at = scale(0)
     down = reason_is("BackendNotServing")
     message = condition(down, "RoutingReady")["message"]
     assert "vllm: " in message, message
     assert "of 0 replicas available" in message, message
     up_at = scale(1)
+    wait(
+        "the new replica Ready",
+        lambda: any(
+            true(p, "Ready")
+            for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
+            if not p["metadata"].get("deletionTimestamp")
+        ),
+        60,
+        interval=0.1,
+    )
+    env.vllm.down = False
     up = reason_is("Available")
     server_ready = max(
         pod_ready_at(p)
@@ -628,6 +780,11 @@ def bad_input(env: Env, r: Report) -> None:
 
 
 def _set_auth(env: Env, api_keys: dict[str, Any] | None) -> None:
+    # A gateway change reaches its routes through Crossplane (the route's
+    # gateway observer, then a reconcile): requests see Envoy's new
+    # configuration up to a second before RoutingReady can follow, as after
+    # any change a route cannot know of beforehand. Detection, not a lie.
+    env.prober.fault()
     # A merge patch: Crossplane's own updates of the XR co-own its spec
     # fields, so leaving a field out of a server-side apply would not remove it.
     env.kube.merge_patch(
@@ -641,62 +798,85 @@ def _accepted_conditions(policy: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]
 
 
-def _route_opened_and_covered_again(env: Env, r: Report) -> None:
-    """Coverage narrowed to the gateway's namespace: the team-a route composes its own, empty
-    SecurityPolicy and Envoy Gateway accepts it; coverage back to All: that policy goes."""
-    sp = ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", ROUTE[0])
-    _set_auth(env, {"secretRefs": [{"name": "client-keys"}], "routeNamespaces": {"from": "Same"}})
-    changed = time.time()
-    policy = wait(
-        f"a SecurityPolicy on the route's HTTPRoute in {ROUTE[0]}, Accepted by Envoy Gateway",
-        lambda: next(
-            (
-                p
-                for p in env.kube.list(*sp)
-                if any(c.get("status") == "True" for c in _accepted_conditions(p))
-            ),
-            None,
-        ),
-        CONVERGE_S,
-    )
-    assert [t["kind"] for t in policy["spec"]["targetRefs"]] == ["HTTPRoute"], policy["spec"]
-    rt = wait(
-        "RoutingReady Available and callerAuth not required",
-        lambda: (
-            (x := env.route())
-            and condition(x, "RoutingReady").get("reason") == "Available"
-            and (x.get("status") or {}).get("callerAuth") == {"required": False}
-            and x
-        ),
-        CONVERGE_S,
-    )
-    r.lags.append(ts(condition(rt, "RoutingReady")["lastTransitionTime"]) - int(changed))
-    # Said explicitly: a merge patch keeps what it leaves out.
-    _set_auth(env, {"secretRefs": [{"name": "client-keys"}], "routeNamespaces": {"from": "All"}})
-    wait("the route's SecurityPolicy deleted with coverage All", lambda: not env.kube.list(*sp), CONVERGE_S)
-    wait(
-        "the route tells callers to send a key",
-        lambda: ((env.route() or {}).get("status") or {}).get("callerAuth", {}).get("required") is True,
-        CONVERGE_S,
-    )
+def _narrowed_coverage_refused(env: Env, r: Report) -> None:
+    """routeNamespaces narrower than All: the API server refuses it (the XRD's rule), and
+    nothing changes: the Gateway's SecurityPolicy stays, the route still needs a key (issue #23)."""
+    sp = ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy")
+    before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in env.kube.list(*sp, GATEWAY[0])}
+    for covers in ({"from": "Same"}, {"from": "Names", "names": [ROUTE[0]]}):
+        refusal: ApiException | None = None
+        try:
+            _set_auth(env, {"secretRefs": [{"name": "client-keys"}], "routeNamespaces": covers})
+        except ApiException as e:
+            refusal = e
+        assert refusal is not None, f"the API server took routeNamespaces {covers}"
+        assert refusal.status == 422, (refusal.status, refusal.body)
+        assert "only from All" in str(refusal.body), refusal.body
+    time.sleep(3)
+    assert not env.kube.list(*sp, ROUTE[0]), "a SecurityPolicy appeared in the route's namespace"
+    after = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in env.kube.list(*sp, GATEWAY[0])}
+    assert after == before, (before, after)
+    assert ((env.route() or {}).get("status") or {}).get("callerAuth", {}).get("required") is True
+    r.notes.append("routeNamespaces Same and Names refused by the API server; the Gateway's policy kept")
+
+
+def _no_key_no_model(env: Env, r: Report) -> None:
+    """Issue #23's requests through the real Envoy pods: no key or a wrong one never reaches a model,
+    whatever x-ai-eg-model the client sends (none, the body's model, another gateway's, the anchor's
+    header); the right key does."""
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = _route_doc()["spec"]["model"]
+    answers: dict[tuple[str, str], int] = {}
+    for key_label, key in (
+        ("no key", None),
+        ("wrong key", "Bearer not-a-key"),
+        ("right key", "Bearer client-key-1"),
+    ):
+        for header_label, extra in (
+            ("no model header", {}),
+            ("the body's model", {"x-ai-eg-model": model}),
+            ("another gateway's model", {"x-ai-eg-model": "mistral-7b"}),
+            ("an unknown model", {"x-ai-eg-model": "no-such-model"}),
+            ("the anchor's header", {"x-gateway-readiness-anchor": "anything"}),
+        ):
+            headers = dict(extra) | ({"authorization": key} if key else {})
+            answers[key_label, header_label] = chat(port, model, headers).status
+    leaks = {k: v for k, v in answers.items() if k[0] != "right key" and 200 <= v < 300}
+    assert not leaks, f"answered without a valid key: {leaks}"
+    served = [k[1] for k, v in answers.items() if k[0] == "right key" and v == 200]
+    assert "no model header" in served, answers
     r.notes.append(
-        "routeNamespaces Same: the team-a route's own SecurityPolicy Accepted, gone again with All"
+        f"{sum(1 for k in answers if k[0] != 'right key')} keyless or wrong-key requests refused "
+        f"({sorted({v for k, v in answers.items() if k[0] != 'right key'})}), "
+        f"right key served with {', '.join(served)}"
     )
 
 
 def caller_auth(env: Env, r: Report) -> None:
     """Caller auth whose key Secret is missing: GatewayReady False (AuthNotAccepted) on Envoy Gateway's own
-    verdict; the Secret created: True again; coverage narrowed and widened: the route's own policy
-    comes and goes; auth turned off: the SecurityPolicy goes."""
+    verdict; the Secret created: True again; coverage narrower than All refused, nothing changed;
+    auth turned off: the SecurityPolicy goes."""
     _set_auth(env, {"secretRefs": [{"name": "client-keys"}]})
     _gateway_follows(env, r, "AuthNotAccepted")
-    policies = env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
-    assert len(policies) == 1, f"want one SecurityPolicy in {GATEWAY[0]}, got {len(policies)}"
+    # GatewayReady says AuthNotAccepted on the call that composes the policy,
+    # before provider-kubernetes has created it.
+    policies = wait(
+        f"one SecurityPolicy in {GATEWAY[0]}, with Envoy Gateway's verdict",
+        lambda: (
+            (found := env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0]))
+            and len(found) == 1
+            and _accepted_conditions(found[0])
+            and found
+        ),
+        60,
+    )
     refused = _accepted_conditions(policies[0])
     r.notes.append(
         "without the Secret Envoy Gateway says "
         + (", ".join(f"Accepted={c['status']} ({c.get('reason')})" for c in refused) or "nothing yet")
     )
+    # The prober sends this key wherever a route says a key is needed.
+    env.keys = {"authorization": "client-key-1"}
     env.kube.apply(
         {
             "apiVersion": "v1",
@@ -706,7 +886,8 @@ def caller_auth(env: Env, r: Report) -> None:
         }
     )
     assert true(_gateway_follows(env, r, "Available"), "GatewayReady")
-    _route_opened_and_covered_again(env, r)
+    _no_key_no_model(env, r)
+    _narrowed_coverage_refused(env, r)
     _set_auth(env, None)
     wait(
         "the SecurityPolicy deleted with auth off",
@@ -714,6 +895,229 @@ def caller_auth(env: Env, r: Report) -> None:
         120,
     )
     assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
+
+
+def missing_secret(env: Env, r: Report) -> None:
+    """Issue #25 item 1: a backend's API-key Secret missing. Envoy AI Gateway accepts every object and
+    drops the backend, so requests fail; RoutingReady says ReferenceNotFound, and True once the Secret
+    exists and requests succeed (the prober judges both)."""
+    key_name = "vllm-api-key"
+    env.kube.delete("v1", "Secret", key_name, ROUTE[0])
+    doc = _route_doc_one_backend()
+    doc["spec"]["backends"][0]["apiKeySecretRef"] = {"name": key_name}
+    env.kube.apply(doc)
+    wait(
+        "RoutingReady=False ReferenceNotFound",
+        lambda: condition(env.route(), "RoutingReady").get("reason") == "ReferenceNotFound",
+        CONVERGE_S,
+    )
+    wait(
+        "the BackendSecurityPolicy Accepted without its Secret",
+        lambda: (
+            (p := env.kube.list(AIGW_API, "BackendSecurityPolicy", ROUTE[0]))
+            and all(true(x, "Accepted") for x in p)
+        ),
+        CONVERGE_S,
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = doc["spec"]["model"]
+    failed = wait(
+        "a request refused while the Secret is missing",
+        lambda: (a := chat(port, model)) and not a.ok and a,
+        60,
+    )
+    message = condition(env.route(), "RoutingReady")["message"]
+    assert f"Secret {ROUTE[0]}/{key_name} not found" in message, message
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": key_name, "namespace": ROUTE[0]},
+            "stringData": {"apiKey": "sk-vllm"},
+        }
+    )
+    started = time.monotonic()
+    wait("RoutingReady=True with the Secret in place", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+    wait("a request served", lambda: chat(port, model).ok, 60)
+    r.notes.append(
+        f"every object Accepted and requests answered {failed.status} while the Secret was missing; "
+        f"True {time.monotonic() - started:.0f} s after it was created"
+    )
+    env.kube.apply(_route_doc_one_backend())
+
+
+def _model_route(where: tuple[str, str], model: str, backends: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ModelRoute at (namespace, name) on the run's gateway."""
+    return {
+        "apiVersion": XR_API,
+        "kind": "ModelRoute",
+        "metadata": {"name": where[1], "namespace": where[0]},
+        "spec": {
+            "gatewayRef": {"name": GATEWAY[1], "namespace": GATEWAY[0]},
+            "model": model,
+            "backends": backends,
+        },
+    }
+
+
+def _btp(name: str, http_route: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "BackendTrafficPolicy",
+        "metadata": {"name": name, "namespace": ROUTE[0]},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": http_route}],
+            "timeout": {"http": {"streamIdleTimeout": "60s"}},
+        },
+    }
+
+
+def traffic_policy_conflicted(env: Env, r: Report) -> None:
+    """Issue #25 item 4: a ModelRoute whose first priority is dead (its Deployment scaled to zero, nothing
+    listening) and whose fallback serves. An older BackendTrafficPolicy on its HTTPRoute makes ours
+    Conflicted, so no retry reaches the fallback and every request fails: RoutingReady says
+    BackendNotServing. The older policy deleted: ours Accepted, retries fail over, RoutingReady True
+    and requests served (the prober judges both)."""
+    name, model = "fallback", "fallback-model"
+    http_route = naming.unique_name(name, identity=("route",))
+    env.kube.apply(_btp("platform-older", http_route))
+    time.sleep(2)  # Envoy Gateway resolves conflicts by age: this one is older by whole seconds.
+    env.kube.apply(_model_server("vllm-dead", 0))
+    env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
+    env.kube.apply(
+        _model_route(
+            (ROUTE[0], name),
+            model,
+            [
+                {
+                    "name": "dead",
+                    # Nothing listens there: every request to it is refused.
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT + 1},
+                    "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm-dead"},
+                },
+                {
+                    "name": "live",
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT},
+                    "priority": 1,
+                },
+            ],
+        )
+    )
+    route = lambda: env.kube.get(XR_API, "ModelRoute", name, ROUTE[0])  # noqa: E731
+    ours = wait(
+        "our BackendTrafficPolicy with Envoy Gateway's verdict",
+        lambda: (
+            (
+                p := env.kube.get(
+                    "gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", http_route, ROUTE[0]
+                )
+            )
+            and _accepted_conditions(p)
+            and p
+        ),
+        CONVERGE_S,
+    )
+    verdict = _accepted_conditions(ours)
+    assert all(c["status"] == "False" for c in verdict), verdict
+    wait(
+        "RoutingReady BackendNotServing, saying the policy is not Accepted",
+        lambda: (
+            "BackendTrafficPolicy is not Accepted" in condition(route(), "RoutingReady").get("message", "")
+        ),
+        CONVERGE_S,
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    failed = wait(
+        "a request refused without failover", lambda: (a := chat(port, model)) and not a.ok and a, 60
+    )
+    r.notes.append(
+        f"ours {', '.join(c['reason'] for c in verdict)} under an older policy: requests {failed.status}, "
+        "RoutingReady BackendNotServing"
+    )
+    started = time.monotonic()
+    env.kube.delete("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", "platform-older", ROUTE[0])
+    wait("RoutingReady True once ours is Accepted", lambda: true(route(), "RoutingReady"), CONVERGE_S)
+    wait("a request served by the fallback", lambda: chat(port, model).ok, 60)
+    r.notes.append(
+        f"the older policy deleted: True and served through the fallback in {time.monotonic() - started:.0f} s"
+    )
+    env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
+    wait("the fallback ModelRoute gone", lambda: route() is None, CONVERGE_S)
+
+
+def gateway_rate_limit(env: Env, r: Report) -> None:
+    """Issue #25 item 4: a platform's Gateway-level BackendTrafficPolicy (a local rate limit, for
+    requests carrying one header the prober never sends) still limits a ModelRoute's requests: the
+    route's own policy merges into it (mergeType StrategicMerge) instead of replacing it."""
+    name = "platform-limits"
+    env.kube.apply(
+        {
+            "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+            "kind": "BackendTrafficPolicy",
+            "metadata": {"name": name, "namespace": GATEWAY[0]},
+            "spec": {
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY[1]}],
+                "rateLimit": {
+                    "type": "Local",
+                    "local": {
+                        "rules": [
+                            {
+                                "clientSelectors": [{"headers": [{"name": "x-limited", "value": "yes"}]}],
+                                "limit": {"requests": 2, "unit": "Minute"},
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = _route_doc()["spec"]["model"]
+    limited = wait(
+        "a limited request answered 429 through the ModelRoute",
+        lambda: (a := chat(port, model, {"x-limited": "yes"})) and a.status == 429 and a,
+        60,
+        interval=0.5,
+    )
+    assert chat(port, model).ok  # the prober's kind of request is not limited
+    r.notes.append(f"the Gateway-level limit answered {limited.status} through the route's merged policy")
+    env.kube.delete("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", name, GATEWAY[0])
+
+
+def model_claimed(env: Env, r: Report) -> None:
+    """Issue #25 item 3: a second ModelRoute, in another team's namespace, claims the model team-a's
+    route already serves, with a backend where nothing listens. Envoy keeps serving the older route (the
+    prober would count team-a's failures as lies otherwise); the younger says ModelClaimed naming it."""
+    squat = ("team-b", "squat")
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": squat[0]}})
+    model = _route_doc()["spec"]["model"]
+    env.kube.apply(
+        _model_route(
+            squat,
+            model,
+            [
+                {
+                    "name": "nothing",
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT + 1},
+                }
+            ],
+        )
+    )
+    squatter = lambda: env.kube.get(XR_API, "ModelRoute", squat[1], squat[0])  # noqa: E731
+    said = wait(
+        "the younger route says ModelClaimed",
+        lambda: (c := condition(squatter(), "RoutingReady")).get("reason") == "ModelClaimed" and c,
+        CONVERGE_S,
+    )
+    assert f"ModelRoute {ROUTE[0]}/{ROUTE[1]}" in said["message"], said
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    for _ in range(5):  # the older route keeps the model: its backend answers
+        assert chat(port, model).ok
+        assert true(env.route(), "RoutingReady"), condition(env.route(), "RoutingReady")
+        time.sleep(1)
+    r.notes.append(f"the younger route: {said['message'].split(':')[0]}; the older kept serving")
+    env.kube.delete(XR_API, "ModelRoute", squat[1], squat[0])
+    wait("the squatting ModelRoute gone", lambda: squatter() is None, CONVERGE_S)
 
 
 SCENARIOS: list[Callable[[Env, Report], None]] = [
@@ -726,9 +1130,15 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     anchor_ablation,
     route_before_gateway_ready,
     route_follows_gateway,
+    listener_not_programmed,
+    route_not_allowed,
     backend_scaled_to_zero,
     caller_auth,
     bad_input,
+    missing_secret,
+    traffic_policy_conflicted,
+    gateway_rate_limit,
+    model_claimed,
 ]
 
 
@@ -739,6 +1149,9 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
 def environment(workdir: Path) -> Iterator[Env]:
     sup = Supervisor(workdir / "logs")
     lab = Lab(("provider-kubernetes", "envoy-gateway"))
+    env: Env | None = None
+    vllm: Upstream | None = None
+    dns: ClusterDNS | None = None
     try:
         lab.up()
         cp = ControlPlane(workdir / "cluster", sup, host=lab.host_ip)
@@ -757,15 +1170,43 @@ def environment(workdir: Path) -> Iterator[Env]:
                 }
             )
         CrossplaneStack(cp, kube, sup, workdir, lab).start()
-        # Envoy AI Gateway v1.0.0 writes no extproc-config-hash marker (v1.1.0
-        # does): the Input's documented setting for versions before v1.1.0.
+        # The Input's marker for the release that runs (MARKER above).
         kube.apply_file(
             EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
             lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__("extProcMarkerAnnotation", MARKER),
         )
-        EnvoyStack(kube, sup, workdir, cp.kubeconfig, lab).start()
-        yield Env(kube)
+        EnvoyStack(kube, sup, workdir, cp.kubeconfig, lab, ai_gateway=AI_GATEWAY).start()
+        envoy, _ = envoy_binary()
+        vllm = Upstream("vllm", "openai", host="0.0.0.0", bind_port=VLLM_PORT).start()
+        names = {
+            # Envoy Gateway's xDS Service, as its bootstrap names it.
+            f"envoy-gateway.{EG_NS}.svc.cluster.local": lab.ip("envoy-gateway"),
+            # The example route's backends: the fake vLLM on a host address.
+            "vllm.team-a.svc.cluster.local": lab.host_ip,
+            "api.models.example.com": lab.host_ip,
+        }
+        dns = ClusterDNS(lab.host_ip, names).start()
+        plane = DataPlane(
+            Kube(cp.kubeconfig),
+            sup,
+            workdir=workdir,
+            binaries=Binaries(envoy=envoy, extproc=toolchain.ensure(AI_GATEWAY, "extproc")),
+            hosts=names,
+            namespaces=(EG_NS,),
+            nameserver=lab.host_ip,
+        )
+        plane.start()
+        env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm)
+        env.prober.start()
+        yield env
     finally:
+        if env is not None:
+            env.prober.stop()
+            env.plane.stop()
+        if vllm is not None:
+            vllm.stop()
+        if dns is not None:
+            dns.stop()
         left = sup.stop_all()
         lab.down()
         if left:
@@ -777,17 +1218,19 @@ def versions_line() -> str:
     return (
         f"Kubernetes {v.KUBERNETES.version}, Crossplane {v.CROSSPLANE.version}, provider-kubernetes "
         f"{v.PROVIDER_KUBERNETES.version}, Envoy Gateway {v.ENVOY_GATEWAY.version}, "
-        f"Envoy AI Gateway {v.ENVOY_AI_GATEWAY.version}"
+        f"Envoy AI Gateway {AI_GATEWAY.version}"
     )
 
 
 def main() -> int:
+    stop_cleanly_on_sigterm()
     why = Lab.why_not()
     if why:
         print(f"integration: NOT RUN: {why}", file=sys.stderr)
         return 1
     try:
-        for component in toolchain.COMPONENTS.values():
+        stack = [c for c in toolchain.COMPONENTS.values() if c.name != AI_GATEWAY.name] + [AI_GATEWAY]
+        for component in stack:
             for binary in component.binaries:
                 toolchain.ensure(component, binary)
     except toolchain.ToolchainError as e:
@@ -799,12 +1242,15 @@ def main() -> int:
     chosen = [s for s in SCENARIOS if not only or s.__name__ in only]
     workdir = Path(tempfile.mkdtemp(prefix="fgr-integration-"))
     reports: list[Report] = []
+    totals: list[Totals] = []
     started = time.monotonic()
     try:
         with environment(workdir) as env:
             print(f"integration: environment up in {time.monotonic() - started:.0f} s", file=sys.stderr)
             for scenario in chosen:
                 report = Report(scenario.__name__)
+                env.prober.scenario = scenario.__name__
+                since = int(time.time())
                 t0 = time.monotonic()
                 try:
                     scenario(env, report)
@@ -812,6 +1258,18 @@ def main() -> int:
                 except Exception as e:
                     report.error = f"{type(e).__name__}: {e}"
                     traceback.print_exc()
+                judged = env.prober.totals(since)
+                report.notes.append(
+                    f"requests {judged.requests}, failed {judged.failed}, lying {judged.lying}, "
+                    f"leaks {judged.leaks}"
+                    + (f", ablation lying {judged.ablation_lying}" if judged.ablation_lying else "")
+                )
+                if report.ok and (judged.lying or judged.leaks):
+                    report.ok = False
+                    report.error = "requests disagree with the conditions: " + "; ".join(
+                        f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''}"
+                        for s in judged.lies[:8]
+                    )
                 reports.append(report)
                 status = "ok" if report.ok else f"FAILED: {report.error}"
                 lags = ", ".join(f"{x:.0f} s" for x in report.lags)
@@ -822,6 +1280,12 @@ def main() -> int:
                 )
                 if not report.ok:
                     break  # later scenarios build on earlier ones
+            totals.append(env.prober.totals())
+            restarted = {sb.key: sb.restarts for sb in env.plane.sandboxes.values() if sb.restarts}
+            if restarted:
+                print(f"integration: containers restarted after they exited: {restarted}", file=sys.stderr)
+            if env.plane.errors:
+                print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
     except Exception as e:
         print(f"integration: FAILED to bring the environment up: {type(e).__name__}: {e}", file=sys.stderr)
         traceback.print_exc()
@@ -833,7 +1297,16 @@ def main() -> int:
         if lags
         else "no transitions timed"
     )
-    print(f"integration: {passed} of {len(chosen)} scenarios passed on {versions_line()}; {truth}")
+    t = totals[0] if totals else Totals()
+    late = (
+        f"late seconds p50 {statistics.median(t.late):.0f} max {max(t.late)}"
+        if t.late
+        else "late seconds none"
+    )
+    print(
+        f"integration: {passed} of {len(chosen)} scenarios passed on {versions_line()}; "
+        f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}; {truth}"
+    )
     return 0 if passed == len(chosen) else 1
 
 

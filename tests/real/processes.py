@@ -13,12 +13,27 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.real.process import ConformanceError
+
+# A command prefix: what follows runs in a mount namespace of its own, so the
+# binds it makes (a pod's volumes, Envoy Gateway's /certs) are seen by it alone.
+PRIVATE_MOUNTS = ["unshare", "--mount", "--propagation", "private", "--"]
+
+
+def stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (CI's timeout, a developer's kill) unwinds the run like an error does.
+
+    Python's default SIGTERM ends the interpreter without running `finally`
+    blocks, which left every component, pod process and network namespace of
+    a killed run behind, holding the ports the next run needs.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
 def free_port() -> int:
@@ -87,6 +102,18 @@ class Supervisor:
                 pass
             time.sleep(0.2)
         raise ConformanceError(f"{proc.name}: {what} not within {timeout:.0f} s:\n{proc.tail()}")
+
+    def stop(self, proc: Process, grace: float = 10) -> None:
+        """Stop one process (SIGTERM, then SIGKILL after grace) and forget it."""
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.popen.wait(timeout=10)
+        _signal_group(proc, signal.SIGKILL)
+        if proc in self.processes:
+            self.processes.remove(proc)
 
     def stop_all(self) -> list[str]:
         """Stop every process, newest first; what was still listening afterwards."""

@@ -12,14 +12,17 @@ first if needed, and how long that took.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 from tests.real.versions import (
+    CONTROLLER_TOOLS,
     CROSSPLANE,
     ENVOY_AI_GATEWAY,
     ENVOY_GATEWAY,
@@ -31,9 +34,19 @@ from tests.real.versions import (
 )
 
 MODULES = Path(__file__).resolve().parent / "modules"
+ROOT = Path(__file__).resolve().parents[2]
 COMPONENTS = {
     c.name: c
-    for c in (CROSSPLANE, ETCD, KUBERNETES, KWOK, PROVIDER_KUBERNETES, ENVOY_GATEWAY, ENVOY_AI_GATEWAY)
+    for c in (
+        CROSSPLANE,
+        ETCD,
+        KUBERNETES,
+        KWOK,
+        PROVIDER_KUBERNETES,
+        ENVOY_GATEWAY,
+        ENVOY_AI_GATEWAY,
+        CONTROLLER_TOOLS,
+    )
 }
 
 
@@ -55,6 +68,42 @@ def binary_path(component: Component, binary: str) -> Path:
 def cached(component: Component, binary: str) -> bool:
     path = binary_path(component, binary)
     return path.is_file() and os.access(path, os.X_OK)
+
+
+def shared_dir() -> Path:
+    """The folder shared beside the clone; SHARED_DIR names it elsewhere (mutmut's copy)."""
+    return Path(os.environ.get("SHARED_DIR") or ROOT.parent / "shared")
+
+
+def source_dir(component: Component) -> Path:
+    """Where `go build` runs: the wrapper module, or the archive's tree extracted into the cache.
+
+    An archive is checked against its .sha256 before anything is extracted, and
+    extracted under a temporary name then renamed, so a half-extracted tree is
+    never built from.
+    """
+    if component.archive is None:
+        return MODULES / component.name
+    tree = cache_root() / "src" / f"{component.name}-{component.version}"
+    if (tree / "go.mod").is_file():
+        return tree
+    archive = shared_dir() / "upstream" / component.archive
+    if not archive.is_file():
+        raise ToolchainError(f"{component.name} {component.version}: {archive} is not there")
+    want = (archive.parent / f"{component.archive}.sha256").read_text().split()[0]
+    got = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if got != want:
+        raise ToolchainError(f"{archive}: sha256 {got}, its .sha256 file says {want}: not built")
+    partial = tree.with_name(f".{tree.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(partial, filter="data")
+    (top,) = list(partial.iterdir())  # one top folder, as shared/upstream/README.md says
+    shutil.rmtree(tree, ignore_errors=True)
+    top.rename(tree)
+    partial.rmdir()
+    return tree
 
 
 def _go() -> str:
@@ -87,7 +136,7 @@ def ensure(component: Component, binary: str) -> Path:
     )
     out = subprocess.run(
         [_go(), "build", "-trimpath", "-o", str(partial), package],
-        cwd=MODULES / component.name,
+        cwd=source_dir(component),
         env=env,
         capture_output=True,
         text=True,
@@ -101,6 +150,39 @@ def ensure(component: Component, binary: str) -> Path:
     (path.parent / f"{binary}.build-seconds").write_text(f"{seconds:.0f}\n")
     print(f"built {binary} in {seconds:.0f} s", file=sys.stderr)
     return path
+
+
+def archive_crds(component: Component) -> Path:
+    """The CRDs of a component built from an archive, written by controller-gen from its api/.
+
+    The archive carries the Go API types but not upstream's generated
+    manifests; controller-gen at upstream's version writes the same CRDs
+    (tests/real/envoy.py compares the kinds shared/crds/ holds before using
+    them).
+    """
+    tree = source_dir(component)
+    out = tree / "_crds"
+    if any(out.glob("*.yaml")):
+        return out
+    partial = tree / "._crds.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    run = subprocess.run(
+        [
+            str(ensure(CONTROLLER_TOOLS, "controller-gen")),
+            "crd",
+            "paths=./api/...",
+            f"output:crd:dir={partial}",
+        ],
+        cwd=tree,
+        env={**os.environ, "GOFLAGS": "-mod=readonly", "GOWORK": "off", "GOTOOLCHAIN": "local"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode != 0:
+        raise ToolchainError(f"controller-gen crd in {tree} failed:\n{run.stderr[-4000:]}")
+    partial.rename(out)
+    return out
 
 
 def main(argv: list[str]) -> int:

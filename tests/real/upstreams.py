@@ -31,7 +31,14 @@ class Upstream:
 
     name: str
     kind: str
+    # Where it listens: loopback on a free port unless a check needs it elsewhere
+    # (the data plane's pods reach it at a host address, on the port the
+    # ModelRoute names).
+    host: str = "127.0.0.1"
+    bind_port: int = 0
     seen: list[Seen] = field(default_factory=list)
+    # While True, answers 503 as a server with no ready replica behind its Service would fail.
+    down: bool = False
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -57,6 +64,9 @@ class Upstream:
                 except ValueError:
                     body = {}
                 model = body.get("model") if isinstance(body, dict) else None
+                if upstream.down:
+                    self._answer(503, {"error": {"message": f"{upstream.name} has no ready replica"}})
+                    return
                 with upstream._lock:
                     upstream.seen.append(
                         Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, model, len(raw))
@@ -74,7 +84,7 @@ class Upstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.host, self.bind_port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

@@ -15,8 +15,12 @@ class Component:
     name: str  # the wrapper module's folder under tests/real/modules/
     module: str
     version: str
-    # binary name -> Go package path
+    # binary name -> Go package path (relative, ./cmd/..., when built from an archive)
     binaries: dict[str, str]
+    # A release the Go module proxy refuses: its public source at the tag, as
+    # shared/upstream/<archive> with <archive>.sha256 beside it. Built from the
+    # extracted tree; its dependencies still come from the module proxy.
+    archive: str | None = None
 
 
 # v2.2.x is the last line whose CLI renders in-process (v2.3+ hands rendering
@@ -81,17 +85,45 @@ ENVOY_GATEWAY = Component(
     binaries={"envoy-gateway": "github.com/envoyproxy/gateway/cmd/envoy-gateway"},
 )
 
-# v1.1.0 (the version upstream-facts.md was read at) is refused by the Go
-# module proxy; v1.0.0 is the newest it serves.
+# v1.1.0 writes the pod-template marker GatewayReady rests on
+# (aigateway.envoyproxy.io/extproc-config-hash). The Go module proxy refuses
+# it, so it is built from its public source in shared/upstream/.
 ENVOY_AI_GATEWAY = Component(
+    name="envoy-ai-gateway",
+    module="github.com/envoyproxy/ai-gateway",
+    version="v1.1.0",
+    binaries={
+        "envoy-ai-gateway-controller": "./cmd/controller",
+        # The standalone runner: Envoy Gateway (file provider, host
+        # infrastructure), the extension server and ext-proc in one process,
+        # running the Envoy binary it finds in its data home (never fetched).
+        "aigw": "./cmd/aigw",
+        # The external processor the webhook injects into every Envoy pod; the
+        # data plane runs it beside each pod's Envoy.
+        "extproc": "./cmd/extproc",
+    },
+    archive="envoy-ai-gateway-v1.1.0.tar.gz",
+)
+
+# The oldest Envoy AI Gateway supported: the newest the module proxy serves,
+# built through its wrapper module. It writes no marker (README, Limitations).
+ENVOY_AI_GATEWAY_OLDEST = Component(
     name="envoy-ai-gateway",
     module="github.com/envoyproxy/ai-gateway",
     version="v1.0.0",
     binaries={
         "envoy-ai-gateway-controller": "github.com/envoyproxy/ai-gateway/cmd/controller",
-        # The standalone runner: Envoy Gateway (file provider, host
-        # infrastructure), the extension server and ext-proc in one process,
-        # running the Envoy binary it finds in its data home (never fetched).
         "aigw": "github.com/envoyproxy/ai-gateway/cmd/aigw",
+        "extproc": "github.com/envoyproxy/ai-gateway/cmd/extproc",
     },
+)
+
+# Writes the CRDs of a component built from an archive that has no manifests
+# (Envoy AI Gateway v1.1.0), at the version its upstream CRDs name
+# (controller-gen.kubebuilder.io/version in shared/crds/envoy-ai-gateway/).
+CONTROLLER_TOOLS = Component(
+    name="controller-tools",
+    module="sigs.k8s.io/controller-tools",
+    version="v0.20.0",
+    binaries={"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
 )

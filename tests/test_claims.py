@@ -1,0 +1,160 @@
+"""Who holds a model name on a gateway: the oldest route claiming it; a younger one says whose it is."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import claims
+from function.conditions import RoutingReason
+from tests.support import (
+    EXAMPLES,
+    ROUTE_INPUT,
+    by_resource_name,
+    condition,
+    load_yaml,
+    make_request,
+    run,
+)
+from tests.test_route import READY_GW, XR, gw_required
+
+COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
+# The example route's Object, as its composition names it.
+OURS = COMPOSED["route"]["metadata"]["name"]
+
+
+def claimant(
+    namespace: str, name: str, xr: str, created: str, target_created: str | None = None
+) -> dict[str, Any]:
+    """An Object of an AIGatewayRoute claiming the model, as Crossplane lists it."""
+    obj: dict[str, Any] = {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "creationTimestamp": created,
+            "labels": {"crossplane.io/composite": xr, claims.LABEL: "x"},
+        },
+    }
+    if target_created is not None:
+        obj["status"] = {"atProvider": {"manifest": {"metadata": {"creationTimestamp": target_created}}}}
+    return obj
+
+
+MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z")
+
+CASES = [
+    pytest.param(
+        None, RoutingReason.AVAILABLE, "", id="claimants not fetched yet (a first call) judge nothing"
+    ),
+    pytest.param([MINE], RoutingReason.AVAILABLE, "", id="a route alone with its model holds it"),
+    pytest.param(
+        [claimant("team-b", "squat-route", "squat", "2026-11-29T11:00:00Z"), MINE],
+        RoutingReason.MODEL_CLAIMED,
+        "already routed by ModelRoute team-b/squat, which is older",
+        id="an older route of the same model on the same gateway holds it, and is named",
+    ),
+    pytest.param(
+        [MINE, claimant("team-b", "late-route", "late", "2026-11-29T13:00:00Z")],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a younger route of the same model does not take it away",
+    ),
+    pytest.param(
+        [
+            claimant("team-b", "late-route", "late", "2026-11-29T13:00:00Z"),
+            claimant("team-c", "early-route", "early", "2026-11-29T11:00:00Z"),
+            MINE,
+        ],
+        RoutingReason.MODEL_CLAIMED,
+        "team-c/early",
+        id="of several claimants the oldest is named, wherever it is listed",
+    ),
+    pytest.param(
+        [claimant("team-b", "other-route", "other", "2026-11-29T13:00:00Z")],
+        RoutingReason.MODEL_CLAIMED,
+        "team-b/other",
+        id="a route whose own Object is not created yet is younger than every claimant",
+    ),
+    pytest.param(
+        [
+            claimant("team-b", "b-route", "b", "2026-11-29T11:00:00Z", target_created="2026-11-29T14:00:00Z"),
+            claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target_created="2026-11-29T12:00:01Z"),
+        ],
+        RoutingReason.AVAILABLE,
+        "",
+        id="the AIGatewayRoutes' own creation times decide, not their Objects'",
+    ),
+    pytest.param(
+        [claimant("team-0", "z-route", "zed", "2026-11-29T12:00:00Z"), MINE],
+        RoutingReason.MODEL_CLAIMED,
+        "team-0/zed",
+        id="of two created in the same second, the first by namespace holds it, as Envoy Gateway sorts",
+    ),
+    pytest.param(
+        [claimant("team-z", "a-route", "ay", "2026-11-29T12:00:00Z"), MINE],
+        RoutingReason.AVAILABLE,
+        "",
+        id="of two created in the same second, a later namespace does not hold it",
+    ),
+    pytest.param(
+        [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z"), MINE],
+        RoutingReason.MODEL_CLAIMED,
+        "team-a/ay",
+        id="of two created in the same second in one namespace, the first by name holds it",
+    ),
+    pytest.param(
+        [claimant("team-a", "zz-route", "zed", "2026-11-29T12:00:00Z"), MINE],
+        RoutingReason.AVAILABLE,
+        "",
+        id="of two created in the same second in one namespace, a later name does not hold it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("listed", "reason", "words"), CASES)
+def test_the_oldest_route_of_a_model_holds_it(
+    listed: list[dict[str, Any]] | None, reason: RoutingReason, words: str
+) -> None:
+    required = gw_required(READY_GW)
+    if listed is not None:
+        required = {**required, claims.REQUIREMENT: copy.deepcopy(listed)}
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
+    assert got.reason == reason
+    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is (reason is RoutingReason.AVAILABLE)
+    assert words in got.message
+
+
+def test_the_claim_is_asked_for_by_label_in_every_namespace_and_carried_by_the_route() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    selector = rsp.requirements.resources[claims.REQUIREMENT]
+    value = claims.claim("platform", "inference", XR["spec"]["model"])
+    assert (selector.api_version, selector.kind) == ("kubernetes.m.crossplane.io/v1alpha1", "Object")
+    assert dict(selector.match_labels.labels) == {claims.LABEL: value}
+    assert not selector.HasField("namespace")
+    route = resource.struct_to_dict(rsp.desired.resources["route"].resource)
+    assert route["metadata"]["labels"] == {claims.LABEL: value}
+
+
+@pytest.mark.parametrize(
+    ("other", "same"),
+    [
+        pytest.param(
+            ("platform", "inference", "m"), True, id="the same model on the same gateway is one claim"
+        ),
+        pytest.param(("platform", "other", "m"), False, id="the same model on another gateway is another"),
+        pytest.param(
+            ("platform2", "inference", "m"), False, id="a gateway of the same name elsewhere is another"
+        ),
+        pytest.param(("platform", "inference", "m2"), False, id="another model is another"),
+        pytest.param(("platform", "inferencem", ""), False, id="the parts are kept apart"),
+    ],
+)
+def test_a_claim_names_the_model_on_its_gateway(other: tuple[str, str, str], same: bool) -> None:
+    assert (claims.claim("platform", "inference", "m") == claims.claim(*other)) is same
+    assert len(claims.claim(*other)) <= 63
