@@ -8,8 +8,15 @@ much as a survivor on a 2-core CI machine:
   recorded in its clean stats run;
 - a property test that failed went on to shrink its example, which can take
   many times the test's run; under a mutant the failure is all that counts, so
-  Hypothesis generates and stops. Outside mutation nothing here applies.
-Neither changes which tests run or what they check.
+  Hypothesis generates and stops;
+- a mutant that raises inside the function is answered with one fatal result,
+  and the function logs the exception. mutmut installs rich, and structlog's
+  default console renderer then draws the traceback with every frame's locals,
+  mutmut's tables of mutant functions included: about 12 s per such mutant,
+  for an answer the test had in milliseconds. Under a mutant the traceback is
+  plain.
+Outside mutation nothing here applies. None of it changes which tests run or
+what they check.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import structlog
 from hypothesis import Phase, settings
 
 _NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
@@ -33,6 +41,14 @@ def pytest_configure() -> None:
     if _under_mutant():
         settings.register_profile("mutant", phases=_NO_SHRINK, database=None, report_multiple_bugs=False)
         settings.load_profile("mutant")
+        structlog.configure(
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.dev.ConsoleRenderer(
+                    colors=False, exception_formatter=structlog.dev.plain_traceback
+                ),
+            ]
+        )
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
