@@ -19,11 +19,9 @@ export SHARED_DIR
 
 .PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration traffic release-refs mutation
 
-# Upstream releases the CRDs come from, for `make crds` (online machines only).
-ENVOY_AI_GATEWAY_VERSION := v1.1.0
-ENVOY_GATEWAY_VERSION := v1.8.1
-PROVIDER_KUBERNETES_REF := main
-CROSSPLANE_REF := main
+# Every upstream version, in the one pin file the harness and the kind suite
+# read too; `make crds` (online machines only) downloads the CRDs at these tags.
+include versions.env
 
 # A .venv made by another Python than the project's stays broken for every
 # later target: say so and make it anew.
@@ -92,9 +90,9 @@ crds:
 	  curl -fsSL -o .crds.partial/envoy-gateway/$$f.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/crds/generated/$$f.yaml || exit 1; done
 	curl -fsSL -o .crds.partial/gateway-api/gatewayapi-crds.yaml https://raw.githubusercontent.com/envoyproxy/gateway/$(ENVOY_GATEWAY_VERSION)/charts/gateway-helm/charts/crds/gatewayapi-crds.yaml
 	for f in kubernetes.m.crossplane.io_objects kubernetes.crossplane.io_objects kubernetes.m.crossplane.io_providerconfigs kubernetes.m.crossplane.io_clusterproviderconfigs; do \
-	  curl -fsSL -o .crds.partial/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_REF)/package/crds/$$f.yaml || exit 1; done
+	  curl -fsSL -o .crds.partial/provider-kubernetes/$$f.yaml https://raw.githubusercontent.com/crossplane-contrib/provider-kubernetes/$(PROVIDER_KUBERNETES_VERSION)/package/crds/$$f.yaml || exit 1; done
 	for f in apiextensions.crossplane.io_compositeresourcedefinitions apiextensions.crossplane.io_compositions pkg.crossplane.io_functions pkg.crossplane.io_configurations pkg.crossplane.io_deploymentruntimeconfigs; do \
-	  curl -fsSL -o .crds.partial/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_REF)/cluster/crds/$$f.yaml || exit 1; done
+	  curl -fsSL -o .crds.partial/crossplane/$$f.yaml https://raw.githubusercontent.com/crossplane/crossplane/$(CROSSPLANE_VERSION)/cluster/crds/$$f.yaml || exit 1; done
 	rm -rf .crds && mv .crds.partial .crds
 
 # The control loop in a simulated cluster: scenarios x (real design, ablations).

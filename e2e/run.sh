@@ -12,10 +12,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
 CLUSTER="${CLUSTER:-gateway-readiness-e2e}"
-CROSSPLANE_VERSION="${CROSSPLANE_VERSION:-2.1.0}"
-PROVIDER_KUBERNETES_VERSION="${PROVIDER_KUBERNETES_VERSION:-v1.2.0}"
-ENVOY_GATEWAY_VERSION="${ENVOY_GATEWAY_VERSION:-v1.8.1}"
-ENVOY_AI_GATEWAY_VERSION="${ENVOY_AI_GATEWAY_VERSION:-v1.1.0}"
+# The versions: versions.env, the one pin; the environment may override each.
+for pin in CROSSPLANE_VERSION PROVIDER_KUBERNETES_VERSION ENVOY_GATEWAY_VERSION ENVOY_AI_GATEWAY_VERSION; do
+  if [ -z "${!pin:-}" ]; then
+    value="$(sed -n "s/^${pin}=//p" "$root/versions.env")"
+    [ -n "$value" ] || { echo "e2e: versions.env has no ${pin}" >&2; exit 2; }
+    printf -v "$pin" '%s' "$value"
+  fi
+done
 REGISTRY_NAME="kind-registry"
 REGISTRY_PORT="5001"
 # How the cluster reaches the registry: a name ending in .local, which
@@ -77,7 +81,7 @@ crossplane xpkg push -f "$here/function.xpkg" "$PUSH_REF"
 
 echo "--- Crossplane ${CROSSPLANE_VERSION}"
 helm repo add crossplane-stable https://charts.crossplane.io/stable --force-update >/dev/null
-helm upgrade --install crossplane crossplane-stable/crossplane --version "$CROSSPLANE_VERSION" \
+helm upgrade --install crossplane crossplane-stable/crossplane --version "${CROSSPLANE_VERSION#v}" \
   --namespace crossplane-system --create-namespace --wait
 
 echo "--- Envoy Gateway ${ENVOY_GATEWAY_VERSION}, then Envoy AI Gateway ${ENVOY_AI_GATEWAY_VERSION}"

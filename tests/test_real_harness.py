@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import re
 import tarfile
 from pathlib import Path
 
@@ -135,3 +136,43 @@ def test_the_shipped_envoy_ai_gateway_archive_matches_its_checksum() -> None:
     archive = toolchain.shared_dir() / "upstream" / str(versions.ENVOY_AI_GATEWAY.archive)
     want = archive.with_name(archive.name + ".sha256").read_text().split()[0]
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == want
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_pin_in_versions_env_is_read_by_the_harness_the_makefile_or_the_kind_suite() -> None:
+    readers = (ROOT / "tests" / "real" / "versions.py").read_text() + (ROOT / "Makefile").read_text()
+    readers += (ROOT / "e2e" / "run.sh").read_text()
+    unread = [name for name in versions.PINS if name not in readers]
+    assert unread == []
+
+
+@pytest.mark.parametrize(
+    ("reader", "own_pin"),
+    [
+        ("Makefile", r"^\w+_(VERSION|REF)\s*:?=\s*v?\d"),
+        ("e2e/run.sh", r"_VERSION:-v?\d"),
+    ],
+    ids=[
+        "the Makefile pins no upstream version of its own",
+        "the kind suite pins no upstream version of its own",
+    ],
+)
+def test_versions_env_is_the_one_pin(reader: str, own_pin: str) -> None:
+    assert re.findall(own_pin, (ROOT / reader).read_text(), re.M) == []
+    assert "versions.env" in (ROOT / reader).read_text()
+
+
+def test_a_pin_line_without_a_value_is_refused(tmp_path: Path) -> None:
+    pins = tmp_path / "versions.env"
+    pins.write_text("# a comment\nKWOK_VERSION=v0.7.0\nENVOY_GATEWAY_VERSION=\n")
+    with pytest.raises(ValueError, match="ENVOY_GATEWAY_VERSION"):
+        versions.read_pins(pins)
+
+
+def test_pins_are_read_as_name_and_value() -> None:
+    assert (
+        versions.read_pins(ROOT / "versions.env")["ENVOY_AI_GATEWAY_VERSION"]
+        == versions.ENVOY_AI_GATEWAY.version
+    )

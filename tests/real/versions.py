@@ -1,13 +1,33 @@
-"""Every upstream component the real-component checks build, pinned in one place.
+"""Every upstream component the real-component checks build.
 
-Each is built from the Go module proxy through a wrapper module under
-`tests/real/modules/<name>/` whose go.sum fixes every dependency, so a build
-is the same on every machine.
+The versions come from `versions.env` at the root, the one pin the Makefile
+and the kind suite read too. Each component is built from the Go module proxy
+through a wrapper module under `tests/real/modules/<name>/` whose go.sum fixes
+every dependency, so a build is the same on every machine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+PINS_FILE = Path(__file__).resolve().parents[2] / "versions.env"
+
+
+def read_pins(path: Path = PINS_FILE) -> dict[str, str]:
+    """`NAME=value` lines of a shell-style env file; comments and blank lines skipped."""
+    pins = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            name, sep, value = line.partition("=")
+            if not sep or not value:
+                raise ValueError(f"{path.name}: not NAME=value: {line!r}")
+            pins[name.strip()] = value.strip()
+    return pins
+
+
+PINS = read_pins()
 
 
 @dataclass(frozen=True)
@@ -28,7 +48,7 @@ class Component:
 CROSSPLANE = Component(
     name="crossplane",
     module="github.com/crossplane/crossplane/v2",
-    version="v2.2.1",
+    version=PINS["CROSSPLANE_VERSION"],
     binaries={
         "crank": "github.com/crossplane/crossplane/v2/cmd/crank",
         "crossplane": "github.com/crossplane/crossplane/v2/cmd/crossplane",
@@ -43,7 +63,7 @@ _K8S = "function-gateway-readiness/tests/real/modules/kubernetes/cmd"
 KUBERNETES = Component(
     name="kubernetes",
     module="k8s.io/kubernetes",
-    version="v1.35.4",
+    version=PINS["KUBERNETES_VERSION"],
     binaries={
         "kube-apiserver": f"{_K8S}/kube-apiserver",
         "kube-controller-manager": f"{_K8S}/kube-controller-manager",
@@ -55,7 +75,7 @@ KUBERNETES = Component(
 ETCD = Component(
     name="etcd",
     module="go.etcd.io/etcd/server/v3",
-    version="v3.6.16",
+    version=PINS["ETCD_VERSION"],
     binaries={"etcd": "function-gateway-readiness/tests/real/modules/etcd/cmd/etcd"},
 )
 
@@ -64,7 +84,7 @@ ETCD = Component(
 KWOK = Component(
     name="kwok",
     module="sigs.k8s.io/kwok",
-    version="v0.7.0",
+    version=PINS["KWOK_VERSION"],
     binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
 )
 
@@ -74,14 +94,14 @@ KWOK = Component(
 PROVIDER_KUBERNETES = Component(
     name="provider-kubernetes",
     module="github.com/crossplane-contrib/provider-kubernetes",
-    version="v1.2.0",
+    version=PINS["PROVIDER_KUBERNETES_VERSION"],
     binaries={"provider-kubernetes": "github.com/crossplane-contrib/provider-kubernetes/cmd/provider"},
 )
 
 ENVOY_GATEWAY = Component(
     name="envoy-gateway",
     module="github.com/envoyproxy/gateway",
-    version="v1.8.1",
+    version=PINS["ENVOY_GATEWAY_VERSION"],
     binaries={"envoy-gateway": "github.com/envoyproxy/gateway/cmd/envoy-gateway"},
 )
 
@@ -91,7 +111,7 @@ ENVOY_GATEWAY = Component(
 ENVOY_AI_GATEWAY = Component(
     name="envoy-ai-gateway",
     module="github.com/envoyproxy/ai-gateway",
-    version="v1.1.0",
+    version=PINS["ENVOY_AI_GATEWAY_VERSION"],
     binaries={
         "envoy-ai-gateway-controller": "./cmd/controller",
         # The standalone runner: Envoy Gateway (file provider, host
@@ -102,15 +122,15 @@ ENVOY_AI_GATEWAY = Component(
         # data plane runs it beside each pod's Envoy.
         "extproc": "./cmd/extproc",
     },
-    archive="envoy-ai-gateway-v1.1.0.tar.gz",
+    archive=f"envoy-ai-gateway-{PINS['ENVOY_AI_GATEWAY_VERSION']}.tar.gz",
 )
 
 # The oldest Envoy AI Gateway supported: the newest the module proxy serves,
-# built through its wrapper module. It writes no marker (README, Limitations).
+# built through its wrapper module. It writes no marker (docs/design.md, Limitations).
 ENVOY_AI_GATEWAY_OLDEST = Component(
     name="envoy-ai-gateway",
     module="github.com/envoyproxy/ai-gateway",
-    version="v1.0.0",
+    version=PINS["ENVOY_AI_GATEWAY_OLDEST_VERSION"],
     binaries={
         "envoy-ai-gateway-controller": "github.com/envoyproxy/ai-gateway/cmd/controller",
         "aigw": "github.com/envoyproxy/ai-gateway/cmd/aigw",
@@ -124,6 +144,6 @@ ENVOY_AI_GATEWAY_OLDEST = Component(
 CONTROLLER_TOOLS = Component(
     name="controller-tools",
     module="sigs.k8s.io/controller-tools",
-    version="v0.20.0",
+    version=PINS["CONTROLLER_TOOLS_VERSION"],
     binaries={"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
 )
