@@ -39,12 +39,13 @@ from function.api import (
     DeploymentNaming,
     InferenceGatewaySpec,
     Input,
+    InvalidError,
     Listener,
     ServiceType,
     SpreadPolicy,
 )
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
-from function.objects import target_ref, wrap
+from function.objects import Target, held_targets, target_ref, wrap
 from function.outcome import Outcome, keep_observed
 from function.readiness import RolloutState
 
@@ -69,7 +70,12 @@ AUTH_PUSH_BOUND = timedelta(seconds=5)
 
 @dataclass(frozen=True)
 class GatewayPlan:
-    """Names and places everything for one InferenceGateway; pure, derived from the XR."""
+    """Names and places everything for one InferenceGateway; pure, derived from the XR.
+
+    `held` is what existing Objects already point at (objects.held_targets):
+    a target keeps its name for its Object's life, and only what nothing
+    holds yet gets the name derived here.
+    """
 
     xr_name: str
     xr_namespace: str
@@ -77,6 +83,14 @@ class GatewayPlan:
     inp: Input
     # This call's clock: how long ago Envoy Gateway accepted the SecurityPolicy.
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    held: Mapping[str, Target] = field(default_factory=dict)
+    # The pinned Envoy Deployment name the existing EnvoyProxy carries: kept,
+    # or Envoy Gateway would replace the Deployment when the derivation changes.
+    held_deployment: str | None = None
+
+    def _held(self, key: str, derived: str) -> str:
+        target = self.held.get(key)
+        return target.name if target is not None else derived
 
     @property
     def namespace(self) -> str:
@@ -88,18 +102,35 @@ class GatewayPlan:
         # (spec.namespace), gateways of XRs from different namespaces meet, so
         # the name carries the XR's namespace and a hash.
         if self.namespace == self.xr_namespace:
-            return self.xr_name
-        return naming.unique_name(self.xr_namespace, self.xr_name, identity=("Gateway",))
+            derived = self.xr_name
+        else:
+            derived = naming.unique_name(self.xr_namespace, self.xr_name, identity=("Gateway",))
+        return self._held(GATEWAY, derived)
+
+    @property
+    def envoy_proxy_name(self) -> str:
+        return self._held(ENVOY_PROXY, self.gateway_name)
+
+    @property
+    def client_traffic_policy_name(self) -> str:
+        return self._held(CLIENT_TRAFFIC_POLICY, self.gateway_name)
+
+    @property
+    def security_policy_name(self) -> str:
+        return self._held(SECURITY_POLICY, self.gateway_name)
 
     @property
     def deployment(self) -> tuple[str, str]:
-        return naming.deployment_ref(
+        namespace, name = naming.deployment_ref(
             self.spec.envoy.deployment_naming,
             self.spec.envoy.deploy_mode,
             gateway_namespace=self.namespace,
             gateway_name=self.gateway_name,
             envoy_gateway_namespace=self.spec.envoy.gateway_namespace,
         )
+        if self.spec.envoy.deployment_naming is DeploymentNaming.PINNED and self.held_deployment:
+            return namespace, self.held_deployment
+        return namespace, name
 
     @property
     def anchor_value(self) -> str:
@@ -110,10 +141,39 @@ class GatewayPlan:
 
     @property
     def anchor_name(self) -> str:
-        return naming.unique_name(self.gateway_name, "anchor", identity=("anchor",))
+        return self._held(ANCHOR, naming.unique_name(self.gateway_name, "anchor", identity=("anchor",)))
 
     def object_name(self, suffix: str) -> str:
         return naming.unique_name(self.xr_name, suffix, identity=(_KIND,))
+
+
+def moved_from(plan: GatewayPlan) -> Target | None:
+    """A target an existing Object holds in another namespace than spec.namespace now says.
+
+    Moving would leave the old Gateway and its policies serving, unowned
+    (objects.held_targets): refused, with one fatal naming the field.
+    """
+    for key in (GATEWAY, ENVOY_PROXY, ANCHOR, CLIENT_TRAFFIC_POLICY, SECURITY_POLICY):
+        target = plan.held.get(key)
+        if target is not None and target.namespace != plan.namespace:
+            return target
+    return None
+
+
+def held_deployment(envoy_proxy: Mapping[str, Any] | None) -> str | None:
+    """The pinned Deployment name in an existing EnvoyProxy Object's manifest."""
+    name = readiness.get_path(
+        envoy_proxy,
+        "spec",
+        "forProvider",
+        "manifest",
+        "spec",
+        "provider",
+        "kubernetes",
+        "envoyDeployment",
+        "name",
+    )
+    return name if isinstance(name, str) and name else None
 
 
 # --- builders: typed plan in, manifest out ---------------------------------------
@@ -135,7 +195,7 @@ def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
         else {"maxUnavailable": pdb.max_unavailable}
     )
     manifest = target_ref(
-        plan.inp.api_versions.envoy_gateway, "EnvoyProxy", plan.gateway_name, plan.namespace
+        plan.inp.api_versions.envoy_gateway, "EnvoyProxy", plan.envoy_proxy_name, plan.namespace
     )
     if envoy.spread.policy is not SpreadPolicy.NONE:
         deployment["pod"] = {"topologySpreadConstraints": [_spread(plan)]}
@@ -215,7 +275,7 @@ def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]
     Gateway's ext-proc picks the model's route from the body.
     """
     manifest = target_ref(
-        plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.gateway_name, plan.namespace
+        plan.inp.api_versions.envoy_gateway, "SecurityPolicy", plan.security_policy_name, plan.namespace
     )
     api_key: dict[str, Any] = {
         "credentialRefs": [{"group": "", "kind": "Secret", "name": ref.name} for ref in auth.secret_refs],
@@ -234,7 +294,10 @@ def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]
 
 def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
     manifest = target_ref(
-        plan.inp.api_versions.envoy_gateway, "ClientTrafficPolicy", plan.gateway_name, plan.namespace
+        plan.inp.api_versions.envoy_gateway,
+        "ClientTrafficPolicy",
+        plan.client_traffic_policy_name,
+        plan.namespace,
     )
     manifest["spec"] = {
         "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
@@ -271,7 +334,7 @@ def build_gateway(plan: GatewayPlan) -> dict[str, Any]:
             "parametersRef": {
                 "group": "gateway.envoyproxy.io",
                 "kind": "EnvoyProxy",
-                "name": plan.gateway_name,
+                "name": plan.envoy_proxy_name,
             }
         },
         "listeners": [_listener(listener) for listener in plan.spec.listeners],
@@ -641,7 +704,16 @@ def compose(
         spec=spec,
         inp=inp,
         now=now or datetime.now(UTC),
+        held=held_targets(observed),
+        held_deployment=held_deployment(observed.get(ENVOY_PROXY)),
     )
+    moved = moved_from(plan)
+    if moved is not None:
+        raise InvalidError(
+            f"spec.namespace: this gateway's resources are in namespace {moved.namespace!r} "
+            f"({moved.name}); a gateway cannot move: create a new InferenceGateway in {plan.namespace!r} "
+            "and delete this one"
+        )
     outcome = Outcome(resources=build_objects(plan))
     # Only caller auth, turned off in the spec, may leave; anything else
     # observed and not composed now is kept.

@@ -7,6 +7,8 @@ inside names its own target namespace (the Gateway's, Envoy Gateway's).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -70,3 +72,42 @@ def target_ref(api_version: str, kind: str, name: str, namespace: str) -> dict[s
         "kind": kind,
         "metadata": {"name": name, "namespace": namespace},
     }
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an existing Object's manifest points."""
+
+    namespace: str
+    name: str
+
+
+def held_targets(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Target]:
+    """composition-resource-name -> the target each observed, managing Object holds.
+
+    provider-kubernetes applies a manifest whose name (or namespace) changed
+    inside an existing Object as a new target and never deletes the old one:
+    the old one lives on, unowned, and keeps serving (an older AIGatewayRoute
+    wins over a younger one of the same model, so deleting the ModelRoute
+    would leave its model routed). So a target, once created, keeps its name
+    for the life of its Object: the composers name what they compose from
+    this, and only what no Object holds yet gets the name this version
+    derives. Observe-only Objects create nothing and follow the desired name.
+    """
+    held = {}
+    for key, obj in observed.items():
+        spec = obj.get("spec")
+        if not isinstance(spec, Mapping) or list(spec.get("managementPolicies") or []) == ["Observe"]:
+            continue
+        manifest = (
+            spec.get("forProvider", {}).get("manifest")
+            if isinstance(spec.get("forProvider"), Mapping)
+            else None
+        )
+        metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            continue
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        if isinstance(name, str) and name:
+            held[key] = Target(namespace=namespace if isinstance(namespace, str) else "", name=name)
+    return held

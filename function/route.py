@@ -52,7 +52,7 @@ from function.conditions import (
     Verdict,
     as_observed,
 )
-from function.objects import target_ref, wrap
+from function.objects import Target, held_targets, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 from function.resilience import build_traffic_policy
 
@@ -176,6 +176,13 @@ class RoutePlan:
     inp: Input
     # This call's clock: how long ago Envoy AI Gateway wrote the route's configuration.
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # What existing Objects already point at (objects.held_targets): a target
+    # keeps its name for its Object's life; references follow the held names.
+    held: Mapping[str, Target] = field(default_factory=dict)
+
+    def _held(self, key: str, derived: str) -> str:
+        target = self.held.get(key)
+        return target.name if target is not None else derived
 
     @property
     def model(self) -> str:
@@ -189,10 +196,23 @@ class RoutePlan:
 
     @property
     def route_name(self) -> str:
-        return naming.unique_name(self.xr_name, identity=("route",))
+        return self._held(ROUTE, naming.unique_name(self.xr_name, identity=("route",)))
 
-    def target_name(self, backend: Backend) -> str:
+    @property
+    def traffic_policy_name(self) -> str:
+        return self._held(TRAFFIC_POLICY, self.route_name)
+
+    def _target_name(self, backend: Backend) -> str:
         return naming.unique_name(self.xr_name, backend.name, identity=("backend",))
+
+    def backend_name(self, backend: Backend) -> str:
+        return self._held(BACKEND_PREFIX + backend.name, self._target_name(backend))
+
+    def service_backend_name(self, backend: Backend) -> str:
+        return self._held(SERVICE_BACKEND_PREFIX + backend.name, self._target_name(backend))
+
+    def security_policy_name(self, backend: Backend) -> str:
+        return self._held(SECURITY_POLICY_PREFIX + backend.name, self._target_name(backend))
 
     def object_name(self, *suffix: str) -> str:
         return naming.unique_name(self.xr_name, *suffix, identity=("ModelRoute",))
@@ -212,7 +232,7 @@ def build_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     else:
         address = {"ip": {"address": endpoint.ip, "port": endpoint.port}}
     manifest = target_ref(
-        plan.inp.api_versions.envoy_gateway, "Backend", plan.target_name(backend), plan.xr_namespace
+        plan.inp.api_versions.envoy_gateway, "Backend", plan.backend_name(backend), plan.xr_namespace
     )
     spec: dict[str, Any] = {"endpoints": [address]}
     if backend.tls is not None:
@@ -234,7 +254,7 @@ def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway,
         "AIServiceBackend",
-        plan.target_name(backend),
+        plan.service_backend_name(backend),
         plan.xr_namespace,
     )
     schema: dict[str, Any] = {"name": backend.schema_.name}
@@ -247,7 +267,7 @@ def build_service_backend(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
         "backendRef": {
             "group": _BACKEND_GROUP,
             "kind": "Backend",
-            "name": plan.target_name(backend),
+            "name": plan.backend_name(backend),
         },
     }
     return manifest
@@ -299,7 +319,7 @@ def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any
     manifest = target_ref(
         plan.inp.api_versions.ai_gateway,
         "BackendSecurityPolicy",
-        plan.target_name(backend),
+        plan.security_policy_name(backend),
         plan.xr_namespace,
     )
     manifest["spec"] = {
@@ -307,7 +327,7 @@ def build_security_policy(plan: RoutePlan, backend: Backend, auth: dict[str, Any
             {
                 "group": "aigateway.envoyproxy.io",
                 "kind": "AIServiceBackend",
-                "name": plan.target_name(backend),
+                "name": plan.service_backend_name(backend),
             }
         ],
         **auth,
@@ -345,7 +365,7 @@ def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
 
 def backend_ref(plan: RoutePlan, backend: Backend) -> dict[str, Any]:
     ref: dict[str, Any] = {
-        "name": plan.target_name(backend),
+        "name": plan.service_backend_name(backend),
         "weight": backend.weight,
         "priority": backend.priority,
     }
@@ -396,7 +416,7 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
         namespace=plan.xr_namespace,
         manifest=build_traffic_policy(
             api_version=plan.inp.api_versions.envoy_gateway,
-            name=plan.route_name,
+            name=plan.traffic_policy_name,
             namespace=plan.xr_namespace,
             # The HTTPRoute Envoy AI Gateway makes of the AIGatewayRoute has its name.
             http_route=plan.route_name,
@@ -723,6 +743,7 @@ def compose(
         spec=spec,
         inp=inp,
         now=now or datetime.now(UTC),
+        held=held_targets(observed),
     )
     ref = Requirement(
         api_version=inp.gateway_type.api_version,

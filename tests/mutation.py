@@ -75,8 +75,12 @@ Signature = tuple[str, tuple[str, ...]]
 def _functions(mutants: Path, module: str) -> dict[str, str]:
     """Every function mutmut wrote into its copy of `module`: name -> source."""
     src = (mutants / (module.replace(".", "/") + ".py")).read_text()
+    # Whole lines by the nodes' line numbers: ast.get_source_segment splits
+    # the whole source again on every call, and a mutated module holds a
+    # copy of a function per mutant (minutes for one module).
+    lines = src.splitlines()
     return {
-        node.name: ast.get_source_segment(src, node) or ""
+        node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
         for node in ast.walk(ast.parse(src))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name
     }

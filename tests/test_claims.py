@@ -158,3 +158,12 @@ def test_the_claim_is_asked_for_by_label_in_every_namespace_and_carried_by_the_r
 def test_a_claim_names_the_model_on_its_gateway(other: tuple[str, str, str], same: bool) -> None:
     assert (claims.claim("platform", "inference", "m") == claims.claim(*other)) is same
     assert len(claims.claim(*other)) <= 63
+
+
+def test_a_claim_s_label_value_does_not_change_between_versions() -> None:
+    # Routes find each other by this value across an upgrade: a route
+    # composed by the previous version still carries its label until its next
+    # reconcile. The value in the expected renders, pinned.
+    assert claims.claim("platform", "inference", "meta-llama/Llama-3.1-8B-Instruct") == (
+        "996c2a1609a7102151e41e9537e8dda7"
+    )

@@ -115,6 +115,22 @@ EXAMPLE_LIST = [
         observed=f"{RT}/observed/composed",
         required=f"{RT}/required/ready-auth",
     ),
+    # Upgrades from v0.1.0, whose names carried no hash: every target an
+    # Object already holds keeps its name (a renamed manifest would leave the
+    # old target serving, unowned), and references follow the held names.
+    Example(
+        "defaults-upgraded-from-v0.1.0",
+        f"{GW}/xr.yaml",
+        f"{GW}/composition.yaml",
+        observed=f"{GW}/observed/v0.1.0-ready.yaml",
+    ),
+    Example(
+        "gateway-ready-route-upgraded-from-v0.1.0",
+        f"{RT}/xr.yaml",
+        f"{RT}/composition.yaml",
+        observed=f"{RT}/observed/v0.1.0",
+        required=f"{RT}/required/ready",
+    ),
     # Everything composed is Accepted, but the backend's API-key Secret does
     # not exist: Envoy AI Gateway drops the backend, so RoutingReady is False.
     Example(

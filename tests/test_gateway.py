@@ -1225,3 +1225,55 @@ def test_a_policy_observed_after_auth_is_turned_off_holds_nothing() -> None:
     """Its stamp is about keys nobody is asked for any more."""
     rsp = run(make_request(XR, GATEWAY_INPUT, _policy_accepted_ago(1)))
     assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    ["elsewhere", None],
+    ids=[
+        "a gateway moved to another namespace is refused",
+        "a gateway moved back to its XR's namespace is refused",
+    ],
+)
+def test_a_gateway_cannot_move_and_nothing_it_composed_changes(namespace: str | None) -> None:
+    # The ready state holds its targets in `platform`, the XR's namespace;
+    # `None` stands for a gateway composed elsewhere and now told to come home.
+    observed = observed_state("ready")
+    xr = copy.deepcopy(XR)
+    if namespace is None:
+        for obj in observed.values():
+            if obj["spec"].get("managementPolicies") != ["Observe"]:
+                obj["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] = "elsewhere"
+    else:
+        xr["spec"]["namespace"] = namespace
+    rsp = run(make_request(xr, GATEWAY_INPUT, observed))
+    fatal = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert [r.message.split(":")[0] for r in fatal] == ["spec.namespace"]
+    assert not rsp.desired.resources
+
+
+def test_an_upgraded_gateway_keeps_every_name_its_objects_hold_and_the_pinned_deployment() -> None:
+    observed = observed_state("ready")
+    renamed = {"gateway": "old-gateway", "envoy-proxy": "old-proxy", "anchor-route": "old-anchor"}
+    for key, name in renamed.items():
+        observed[key]["spec"]["forProvider"]["manifest"]["metadata"]["name"] = name
+    proxy = observed["envoy-proxy"]["spec"]["forProvider"]["manifest"]
+    proxy["spec"]["provider"]["kubernetes"]["envoyDeployment"]["name"] = "envoy-old"
+    got = desired(run(make_request(XR, GATEWAY_INPUT, observed)))
+    assert {
+        key: got[key]["spec"]["forProvider"]["manifest"]["metadata"]["name"] for key in renamed
+    } == renamed
+    gateway = got["gateway"]["spec"]["forProvider"]["manifest"]
+    assert gateway["spec"]["infrastructure"]["parametersRef"]["name"] == "old-proxy"
+    for key in ("anchor-route",):
+        assert got[key]["spec"]["forProvider"]["manifest"]["spec"]["parentRefs"][0]["name"] == "old-gateway"
+    for key in ("client-traffic-policy",):
+        assert got[key]["spec"]["forProvider"]["manifest"]["spec"]["targetRefs"][0]["name"] == "old-gateway"
+    # The observer follows the Deployment Envoy Gateway keeps for the held EnvoyProxy.
+    assert got["envoy-deployment"]["spec"]["forProvider"]["manifest"]["metadata"]["name"] == "envoy-old"
+    assert (
+        got["envoy-proxy"]["spec"]["forProvider"]["manifest"]["spec"]["provider"]["kubernetes"][
+            "envoyDeployment"
+        ]["name"]
+        == "envoy-old"
+    )

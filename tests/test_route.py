@@ -1510,3 +1510,44 @@ def test_a_route_the_listener_refuses_says_so(
     assert (got.status == fnv1.STATUS_CONDITION_TRUE) is (reason is RoutingReason.AVAILABLE)
     if reason is RoutingReason.ROUTE_NOT_ALLOWED:
         assert "allowedRoutes Same" in got.message
+
+
+def _target_name(obj: dict[str, Any]) -> str:
+    return str(obj["spec"]["forProvider"]["manifest"]["metadata"]["name"])
+
+
+def test_every_reference_follows_the_names_existing_objects_hold() -> None:
+    observed = copy.deepcopy(COMPOSED)
+    held = {
+        "route": "old-route",
+        "backend-hosted": "old-backend",
+        "service-backend-hosted": "old-service-backend",
+        "security-policy-hosted": "old-policy",
+        "traffic-policy": "old-traffic-policy",
+    }
+    for key, name in held.items():
+        observed[key]["spec"]["forProvider"]["manifest"]["metadata"]["name"] = name
+    got = desired(run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW))))
+    assert {key: _target_name(got[key]) for key in held} == held
+    manifest = {key: got[key]["spec"]["forProvider"]["manifest"] for key in got}
+    assert "old-service-backend" in [
+        ref["name"] for ref in manifest["route"]["spec"]["rules"][0]["backendRefs"]
+    ]
+    assert manifest["service-backend-hosted"]["spec"]["backendRef"]["name"] == "old-backend"
+    assert manifest["security-policy-hosted"]["spec"]["targetRefs"][0]["name"] == "old-service-backend"
+    # The HTTPRoute Envoy AI Gateway makes of the route has the route's (held) name.
+    assert manifest["traffic-policy"]["spec"]["targetRefs"][0]["name"] == "old-route"
+    # What no Object holds yet gets the name this version derives.
+    assert _target_name(got["backend-vllm"]) == _target_name(COMPOSED["backend-vllm"])
+
+
+def test_an_observe_only_object_follows_the_desired_name() -> None:
+    xr = load_yaml(EXAMPLES / "model-route" / "xr-workload.yaml")[0]
+    observed = by_resource_name(
+        load_yaml(EXAMPLES / "model-route" / "observed" / "workload-serving" / "resources.yaml")
+    )
+    before = _target_name(observed["workload-vllm"])
+    xr["spec"]["backends"][0]["workloadRef"]["name"] = "vllm-v2"
+    got = desired(run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW))))
+    assert (before, _target_name(got["workload-vllm"])) == (before, "vllm-v2")
+    assert before != "vllm-v2"

@@ -134,6 +134,22 @@ MEANINGS = {
         why="the hosted backend's API-key Secret does not exist: Envoy AI Gateway drops the backend and answers "
         "500 for requests routed to it, while every composed object says Accepted",
     ),
+    "defaults-upgraded-from-v0.1.0": Meaning(
+        "GatewayReady",
+        FALSE,
+        "TrafficPolicyNotAccepted",
+        GATEWAY,
+        cel=True,
+        why="the anchor and the pinned Deployment keep the names v0.1.0 gave them; the ClientTrafficPolicy "
+        "v0.1.0 did not compose is created, and GatewayReady waits for it",
+    ),
+    "gateway-ready-route-upgraded-from-v0.1.0": Meaning(
+        "RoutingReady",
+        TRUE,
+        "Available",
+        ROUTE,
+        why="every target keeps the name v0.1.0 gave it, so no old AIGatewayRoute is left serving beside a new one",
+    ),
     "gateway-ready-workload-rolling-out": Meaning(
         "RoutingReady",
         TRUE,
@@ -198,6 +214,28 @@ def test_each_example_means_what_it_is_for(example: Example) -> None:
     else:
         query = desired(rsp)["envoy-deployment"]["spec"]["readiness"]["celQuery"]
         assert eval_reference(query, as_production_json(manifest)) is meaning.cel
+
+
+def _target(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj["spec"]["forProvider"]["manifest"]["metadata"]
+    return metadata.get("namespace", ""), metadata["name"]
+
+
+def _managing(obj: dict[str, Any]) -> bool:
+    return obj["spec"].get("managementPolicies") != ["Observe"]
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLE_LIST if e.observed], ids=lambda e: e.name)
+def test_a_target_an_object_holds_keeps_its_name_and_namespace(example: Example) -> None:
+    # provider-kubernetes creates a renamed manifest as a new target and
+    # never deletes the old one, which would go on serving, unowned.
+    rsp, observed = _call(example)
+    held = {
+        key: _target(obj) for key, obj in observed.items() if obj.get("kind") == "Object" and _managing(obj)
+    }
+    assert held, "an example with observed Objects holds targets"
+    wanted = {key: _target(obj) for key, obj in desired(rsp).items() if key in held}
+    assert wanted == {key: held[key] for key in wanted}
 
 
 # --- what each composed Object is: its name, how its readiness is judged, whether it only observes ---
