@@ -8,10 +8,13 @@ import io
 import re
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from tests.real import conformance, packages, toolchain, versions
+from tests.real.dataplane import DataPlane
 from tests.real.versions import CROSSPLANE, Component
 
 XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
@@ -176,3 +179,53 @@ def test_pins_are_read_as_name_and_value() -> None:
         versions.read_pins(ROOT / "versions.env")["ENVOY_AI_GATEWAY_VERSION"]
         == versions.ENVOY_AI_GATEWAY.version
     )
+
+
+class _Secrets:
+    """A Kube that holds the named objects of a namespace."""
+
+    def __init__(self, *present: str) -> None:
+        self.present = set(present)
+
+    def get(self, _api_version: str, kind: str, name: str, _namespace: str) -> dict[str, object] | None:
+        return {"metadata": {"name": name}} if f"{kind}/{name}" in self.present else None
+
+
+_BUNDLE_POD = {
+    "metadata": {"namespace": "envoy-gateway-system"},
+    "spec": {
+        "volumes": [
+            {"name": "uds", "emptyDir": {}},
+            {
+                "name": "bundle",
+                "projected": {
+                    "sources": [
+                        {"secret": {"name": "index"}},
+                        {"secret": {"name": "part-0", "optional": True}},
+                    ]
+                },
+            },
+            {"name": "certs", "secret": {"secretName": "envoy"}},
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("present", "missing"),
+    [
+        (("Secret/index", "Secret/envoy"), None),
+        (("Secret/envoy",), "Secret/index"),
+        (("Secret/index",), "Secret/envoy"),
+    ],
+    ids=[
+        "an optional projected Secret may be missing",
+        "a projected Secret not marked optional keeps the pod from starting",
+        "a Secret volume keeps the pod from starting",
+    ],
+)
+def test_the_data_plane_starts_a_pod_only_once_its_volumes_can_be_mounted(
+    present: tuple[str, ...], missing: str | None
+) -> None:
+    plane: Any = SimpleNamespace(kube=_Secrets(*present))
+    assert DataPlane._missing_source(plane, _BUNDLE_POD) == missing

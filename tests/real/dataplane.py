@@ -212,6 +212,13 @@ class DataPlane:
             if found is None:
                 if meta.get("deletionTimestamp") or not pod["spec"].get("nodeName"):
                     continue
+                if self._missing_source(pod) is not None:
+                    # As the kubelet: no container starts until every Secret and
+                    # ConfigMap a volume needs (not marked optional) exists. Envoy
+                    # AI Gateway's ext-proc volume needs its config bundle's index
+                    # Secret; started without it, the ext-proc serves with no
+                    # configuration and panics on the first request body.
+                    continue
                 found = self._create(key, pod)
             sb = found
             if meta.get("deletionTimestamp") and not sb.terminating:
@@ -344,6 +351,28 @@ class DataPlane:
             if again is not None:
                 sb.processes[i] = again
                 sb.restarts += 1
+
+    def _missing_source(self, pod: dict[str, Any]) -> str | None:
+        """The first Secret or ConfigMap a volume of the pod needs that does not exist, as `Kind/name`."""
+        ns = pod["metadata"]["namespace"]
+        for vol in pod["spec"].get("volumes") or []:
+            sources: list[tuple[str, dict[str, Any]]] = []
+            if "secret" in vol:
+                sources.append(("Secret", vol["secret"]))
+            elif "configMap" in vol:
+                sources.append(("ConfigMap", vol["configMap"]))
+            elif "projected" in vol:
+                for source in vol["projected"].get("sources") or []:
+                    sources += [
+                        (kind, source[key])
+                        for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap"))
+                        if key in source
+                    ]
+            for kind, ref in sources:
+                name = str(ref.get("secretName") or ref.get("name"))
+                if not ref.get("optional") and self.kube.get("v1", kind, name, ns) is None:
+                    return f"{kind}/{name}"
+        return None
 
     def _write_volumes(self, sb: Sandbox, pod: dict[str, Any]) -> None:
         """Secret, ConfigMap and projected volumes as the kubelet writes them: swapped whole, atomically."""
