@@ -11,10 +11,23 @@ client side can tell too.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-request (Envoy draining, a prober timing out) is no error of the backend's.
+
+    The standard server prints a traceback for each; only other errors are printed.
+    """
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,7 @@ class Upstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer((self.host, self.bind_port), Handler)
+        self._server = _QuietServer((self.host, self.bind_port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
