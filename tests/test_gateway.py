@@ -1277,3 +1277,40 @@ def test_an_upgraded_gateway_keeps_every_name_its_objects_hold_and_the_pinned_de
         ]["name"]
         == "envoy-old"
     )
+
+
+@pytest.mark.parametrize(
+    "key", ["gateway", "envoy-proxy", "anchor-route", "client-traffic-policy", "security-policy"]
+)
+def test_any_one_target_held_in_another_namespace_is_refused(key: str) -> None:
+    observed = _with_policy(ready=True)
+    observed[key]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] = "elsewhere"
+    rsp = run(make_request(AUTH_XR, GATEWAY_INPUT, observed))
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert [m.split(":")[0] for m in fatal] == ["spec.namespace"]
+    assert "'elsewhere'" in fatal[0]
+
+
+def test_an_observe_only_object_in_another_namespace_is_no_move() -> None:
+    # The Envoy Deployment lives in Envoy Gateway's namespace, and is only observed.
+    observed = observed_state("ready")
+    assert (
+        observed["envoy-deployment"]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] != "platform"
+    )
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+
+
+@pytest.mark.parametrize("held", [42, "", None], ids=["a number", "an empty name", "no name"])
+def test_an_envoy_proxy_holding_no_usable_pinned_name_gets_the_derived_one(held: Any) -> None:
+    observed = observed_state("ready")
+    derived = desired(run(make_request(XR, GATEWAY_INPUT, observed)))["envoy-deployment"]
+    deployment = observed["envoy-proxy"]["spec"]["forProvider"]["manifest"]["spec"]["provider"]["kubernetes"][
+        "envoyDeployment"
+    ]
+    deployment["name"] = held
+    got = desired(run(make_request(XR, GATEWAY_INPUT, observed)))["envoy-deployment"]
+    assert (
+        got["spec"]["forProvider"]["manifest"]["metadata"]
+        == derived["spec"]["forProvider"]["manifest"]["metadata"]
+    )

@@ -32,7 +32,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from function import naming
-from function.api import DEFAULT_EXTPROC_MARKER
+from function import route as composer
+from function.api import DEFAULT_EXTPROC_MARKER, Input, ModelRouteSpec
+from function.objects import Target
+from function.outcome import Requirement
 from tests.pki import CA
 from tests.real import toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
@@ -50,6 +53,7 @@ from tests.support import EXAMPLES
 XR_API = "ai.example.org/v1alpha1"
 OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
 AIGW_API = "aigateway.envoyproxy.io/v1beta1"
+INPUT_API = "gatewayreadiness.fn.crossplane.io/v1alpha1"
 GATEWAY = ("platform", "inference")
 ROUTE = ("team-a", "llama")
 EXTPROC = "ai-gateway-extproc"
@@ -1120,6 +1124,97 @@ def model_claimed(env: Env, r: Report) -> None:
     wait("the squatting ModelRoute gone", lambda: squatter() is None, CONVERGE_S)
 
 
+def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
+    """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
+    is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
+    the old one; deleting the ModelRoute deletes what v0.1.0 created, and the model stops being routed."""
+    where, model = ("team-up", "legacy"), "legacy-model"
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": where[0]}})
+    doc = _model_route(
+        where,
+        model,
+        [{"name": "vllm", "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT}}],
+    )
+    # Paused until v0.1.0's resources are in place, so this version composes nothing first.
+    doc["metadata"]["annotations"] = {"crossplane.io/paused": "true"}
+    env.kube.apply(doc)
+    xr = wait("the paused ModelRoute", lambda: env.route(*where), 30)
+    refs = []
+    for obj in _v0_1_0_objects(env, xr):
+        env.kube.apply(obj)
+        refs.append({"apiVersion": OBJECT_API, "kind": "Object", "name": obj["metadata"]["name"]})
+    env.kube.merge_patch(
+        XR_API, "ModelRoute", where[1], where[0], {"spec": {"crossplane": {"resourceRefs": refs}}}
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    wait("v0.1.0's route serves the model", lambda: chat(port, model).ok, CONVERGE_S)
+    _paused(env, XR_API, "ModelRoute", where[1], where[0], paused=False)
+    wait(
+        "RoutingReady=True after the upgrade",
+        lambda: (rt := env.route(*where)) and true(rt, "RoutingReady") and rt,
+        CONVERGE_S,
+    )
+    routes = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIGatewayRoute", where[0]))
+    assert routes == [where[1]], f"AIGatewayRoutes after the upgrade: {routes} (v0.1.0 named it {where[1]!r})"
+    backends = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIServiceBackend", where[0]))
+    assert backends == [f"{where[1]}-vllm"], backends
+    assert chat(port, model).ok
+    objects = env.objects(where[0])
+    assert {ref["name"] for ref in refs} <= set(objects), sorted(objects)
+    env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+    wait("every Object of the route deleted", lambda: not env.objects(where[0]), 120)
+    wait("no AIGatewayRoute left", lambda: not env.kube.list(AIGW_API, "AIGatewayRoute", where[0]), 120)
+    wait("the model no longer routed", lambda: not chat(port, model).ok, CONVERGE_S)
+    r.notes.append(
+        f"v0.1.0's {len(refs)} Objects taken over: AIGatewayRoute {routes[0]} kept its name, "
+        f"{len(objects) - len(refs)} Objects added; deleting the route removed every target"
+    )
+
+
+def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Objects v0.1.0 composed for `xr`: its names (`<xr>-<backend>`, the route `<xr>`), no
+    BackendTrafficPolicy or gateway observer, owned by the XR as Crossplane owns composed resources."""
+    meta = xr["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    spec = ModelRouteSpec.model_validate({k: v for k, v in xr["spec"].items() if k != "crossplane"})
+    held = {composer.ROUTE: Target(ns, name)}
+    for b in spec.backends:
+        for prefix in (composer.BACKEND_PREFIX, composer.SERVICE_BACKEND_PREFIX):
+            held[prefix + b.name] = Target(ns, f"{name}-{b.name}")
+    plan = composer.RoutePlan(
+        xr_name=name,
+        xr_namespace=ns,
+        spec=spec,
+        inp=Input.model_validate({"apiVersion": INPUT_API, "kind": "Input", "compose": "ModelRoute"}),
+        held=held,
+    )
+    ref = Requirement(api_version=XR_API, kind="InferenceGateway", name=GATEWAY[1], namespace=GATEWAY[0])
+    view = composer.read_gateway({composer.GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
+    assert view.attachment is not None, view.missing
+    objects = composer.build_objects(plan, view.attachment)
+    out = []
+    for key in sorted(held):
+        obj = objects[key]
+        obj["metadata"] = {
+            "name": f"{name}-{key}",
+            "namespace": ns,
+            "annotations": {"crossplane.io/composition-resource-name": key},
+            "labels": {"crossplane.io/composite": name},
+            "ownerReferences": [
+                {
+                    "apiVersion": XR_API,
+                    "kind": "ModelRoute",
+                    "name": name,
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        out.append(obj)
+    return out
+
+
 SCENARIOS: list[Callable[[Env, Report], None]] = [
     new_gateway,
     model_route,
@@ -1139,6 +1234,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     traffic_policy_conflicted,
     gateway_rate_limit,
     model_claimed,
+    upgraded_from_v0_1_0,
 ]
 
 
