@@ -1154,6 +1154,9 @@ def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
         lambda: (rt := env.route(*where)) and true(rt, "RoutingReady") and rt,
         CONVERGE_S,
     )
+    # RoutingReady may read an Object's status from before the provider applied
+    # this version's manifest: judge once every Object reports the manifest it holds now.
+    wait("the provider applied every Object", lambda: _applied(env.objects(where[0])), CONVERGE_S)
     routes = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIGatewayRoute", where[0]))
     assert routes == [where[1]], f"AIGatewayRoutes after the upgrade: {routes} (v0.1.0 named it {where[1]!r})"
     backends = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIServiceBackend", where[0]))
@@ -1169,6 +1172,18 @@ def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
         f"v0.1.0's {len(refs)} Objects taken over: AIGatewayRoute {routes[0]} kept its name, "
         f"{len(objects) - len(refs)} Objects added; deleting the route removed every target"
     )
+
+
+def _applied(objects: dict[str, dict[str, Any]]) -> bool:
+    """Every Object Synced, its observed target the one its manifest names."""
+    for obj in objects.values():
+        wanted = obj["spec"]["forProvider"]["manifest"]["metadata"]["name"]
+        seen = (((obj.get("status") or {}).get("atProvider") or {}).get("manifest") or {}).get(
+            "metadata"
+        ) or {}
+        if not true(obj, "Synced") or seen.get("name") != wanted:
+            return False
+    return bool(objects)
 
 
 def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
