@@ -47,11 +47,15 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.real.kube import Kube
 from tests.real.process import ConformanceError
 from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
+
+if TYPE_CHECKING:
+    # The kubernetes client is installed only where a real cluster is driven
+    # (`.[e2e]`); `make test` reads this module's pure parts without it.
+    from tests.real.kube import Kube
 
 # The annotation kwok's pod-ready stage waits for on pods this module runs.
 READY_ANNOTATION = "fgr.test/containers-ready"
