@@ -7,6 +7,7 @@ change, and review the diff like code.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -157,3 +158,21 @@ def test_rendering_each_example_gives_its_expected_output(example: Example) -> N
         example.expected.write_text(got)
     assert example.expected.exists(), f"{example.expected} missing: run make render-examples"
     assert got == example.expected.read_text()
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p.relative_to(EXAMPLES) for p in EXAMPLES.glob("*/*/**/*.yaml") if p.parts[-2] != "expected"),
+    ids=str,
+)
+def test_no_example_file_holds_a_document_of_comments_only(path: Path) -> None:
+    # crossplane render reads such a document as a nameless, kindless resource
+    # (and crossplane beta validate then refuses the render); our renderer
+    # does the same, so only this check says so before `make conformance`.
+    documents = re.split(r"^---\s*$", (EXAMPLES / path).read_text(), flags=re.M)
+    commented_only = [
+        i
+        for i, doc in enumerate(documents)
+        if doc.strip() and all(line.strip().startswith("#") for line in doc.strip().splitlines())
+    ]
+    assert commented_only == []
