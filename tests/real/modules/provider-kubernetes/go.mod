@@ -2,7 +2,7 @@ module function-gateway-readiness/tests/real/modules/provider-kubernetes
 
 go 1.26
 
-require github.com/crossplane-contrib/provider-kubernetes v1.2.0
+require github.com/crossplane-contrib/provider-kubernetes v1.2.1
 
 require (
 	cel.dev/expr v0.19.1 // indirect
