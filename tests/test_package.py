@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from function import api
 from function.api import Input
 from tests import release, test_gateway, test_route
+from tests.real import versions
 from tests.support import ROOT, load_yaml, make_request, run
 
 PACKAGE = ROOT / "package"
@@ -85,6 +86,17 @@ def test_the_configuration_depends_on_this_function_and_provider_kubernetes() ->
     assert deps[release.read().function]["kind"] == "Function"
     assert deps["xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"]["kind"] == "Provider"
     assert all(re.match(r"^[<>=~^]", d["version"]) for d in deps.values()), "version constraints, not pins"
+
+
+def test_the_configuration_claims_no_crossplane_older_than_the_one_that_runs() -> None:
+    # The floor is the minor release the real control plane runs (versions.env):
+    # an older one has never run, and a newer floor would refuse what does.
+    meta = load_yaml(ROOT / "examples" / "configuration" / "crossplane.yaml")[0]
+    floor = re.fullmatch(r">=v(\d+)\.(\d+)\.0", meta["spec"]["crossplane"]["version"])
+    assert floor is not None, meta["spec"]["crossplane"]["version"]
+    runs = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", versions.PINS["CROSSPLANE_VERSION"])
+    assert runs is not None
+    assert floor.groups() == runs.groups()
 
 
 @pytest.mark.parametrize("kind", ["inference-gateway", "model-route"])
