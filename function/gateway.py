@@ -45,7 +45,7 @@ from function.api import (
     SpreadPolicy,
 )
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
-from function.objects import Target, held_targets, target_ref, wrap
+from function.objects import Target, held_name, held_targets, target_ref, wrap
 from function.outcome import Outcome, keep_observed
 from function.readiness import RolloutState
 
@@ -89,8 +89,7 @@ class GatewayPlan:
     held_deployment: str | None = None
 
     def _held(self, key: str, derived: str) -> str:
-        target = self.held.get(key)
-        return target.name if target is not None else derived
+        return held_name(self.held, key, derived)
 
     @property
     def namespace(self) -> str:

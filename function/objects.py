@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from function.api import ProviderConfigRef
+from function.readiness import get_path
 
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
@@ -96,18 +97,16 @@ def held_targets(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Target]
     """
     held = {}
     for key, obj in observed.items():
-        spec = obj.get("spec")
-        if not isinstance(spec, Mapping) or list(spec.get("managementPolicies") or []) == ["Observe"]:
+        if list(get_path(obj, "spec", "managementPolicies") or []) == ["Observe"]:
             continue
-        manifest = (
-            spec.get("forProvider", {}).get("manifest")
-            if isinstance(spec.get("forProvider"), Mapping)
-            else None
-        )
-        metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
-        if not isinstance(metadata, Mapping):
-            continue
-        name, namespace = metadata.get("name"), metadata.get("namespace")
+        name = get_path(obj, "spec", "forProvider", "manifest", "metadata", "name")
+        namespace = get_path(obj, "spec", "forProvider", "manifest", "metadata", "namespace")
         if isinstance(name, str) and name:
             held[key] = Target(namespace=namespace if isinstance(namespace, str) else "", name=name)
     return held
+
+
+def held_name(held: Mapping[str, Target], key: str, derived: str) -> str:
+    """The name the Object `key` already holds, else the one this version derives."""
+    target = held.get(key)
+    return target.name if target is not None else derived

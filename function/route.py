@@ -52,7 +52,7 @@ from function.conditions import (
     Verdict,
     as_observed,
 )
-from function.objects import Target, held_targets, target_ref, wrap
+from function.objects import Target, held_name, held_targets, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 from function.resilience import build_traffic_policy
 
@@ -181,8 +181,7 @@ class RoutePlan:
     held: Mapping[str, Target] = field(default_factory=dict)
 
     def _held(self, key: str, derived: str) -> str:
-        target = self.held.get(key)
-        return target.name if target is not None else derived
+        return held_name(self.held, key, derived)
 
     @property
     def model(self) -> str:

@@ -174,11 +174,10 @@ def test_a_pin_line_without_a_value_is_refused(tmp_path: Path) -> None:
         versions.read_pins(pins)
 
 
-def test_pins_are_read_as_name_and_value() -> None:
-    assert (
-        versions.read_pins(ROOT / "versions.env")["ENVOY_AI_GATEWAY_VERSION"]
-        == versions.ENVOY_AI_GATEWAY.version
-    )
+def test_pins_are_read_as_name_and_value(tmp_path: Path) -> None:
+    pins = tmp_path / "versions.env"
+    pins.write_text("# a comment\n\n  KWOK_VERSION = v0.7.0  \nETCD_VERSION=v3.6.16\n")
+    assert versions.read_pins(pins) == {"KWOK_VERSION": "v0.7.0", "ETCD_VERSION": "v3.6.16"}
 
 
 class _Secrets:

@@ -360,20 +360,8 @@ class DataPlane:
         """The first Secret or ConfigMap a volume of the pod needs that does not exist, as `Kind/name`."""
         ns = pod["metadata"]["namespace"]
         for vol in pod["spec"].get("volumes") or []:
-            sources: list[tuple[str, dict[str, Any]]] = []
-            if "secret" in vol:
-                sources.append(("Secret", vol["secret"]))
-            elif "configMap" in vol:
-                sources.append(("ConfigMap", vol["configMap"]))
-            elif "projected" in vol:
-                for source in vol["projected"].get("sources") or []:
-                    sources += [
-                        (kind, source[key])
-                        for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap"))
-                        if key in source
-                    ]
-            for kind, ref in sources:
-                name = str(ref.get("secretName") or ref.get("name"))
+            for kind, ref in _sources(vol):
+                name = _source_name(ref)
                 if not ref.get("optional") and self.kube.get("v1", kind, name, ns) is None:
                     return f"{kind}/{name}"
         return None
@@ -383,23 +371,22 @@ class DataPlane:
         ns = pod["metadata"]["namespace"]
         for vol in pod["spec"].get("volumes") or []:
             target = sb.dir / "volumes" / vol["name"]
-            files: dict[str, bytes] | None = None
-            if "secret" in vol:
-                files = _secret_files(self.kube, ns, vol["secret"])
-            elif "configMap" in vol:
-                files = _config_map_files(self.kube, ns, vol["configMap"])
-            elif "projected" in vol:
-                files = {}
-                for source in vol["projected"].get("sources") or []:
-                    if "secret" in source:
-                        files |= _secret_files(self.kube, ns, source["secret"]) or {}
-                    elif "configMap" in source:
-                        files |= _config_map_files(self.kube, ns, source["configMap"]) or {}
-                    # A service-account token is only projected in Envoy Gateway's
-                    # GatewayNamespace mode, which the data plane does not run.
-            elif "emptyDir" in vol:
+            if "emptyDir" in vol:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
+            # A service-account token is only projected in Envoy Gateway's
+            # GatewayNamespace mode, which the data plane does not run.
+            found = [
+                _secret_files(self.kube, ns, ref)
+                if kind == "Secret"
+                else _config_map_files(self.kube, ns, ref)
+                for kind, ref in _sources(vol)
+            ]
+            files: dict[str, bytes] | None
+            if "projected" in vol:
+                files = {name: data for part in found for name, data in (part or {}).items()}
+            else:
+                files = found[0] if found else None
             if files is None:
                 continue
             _swap_in(target, files)
@@ -563,8 +550,26 @@ def _items(data: Mapping[str, bytes], items: list[dict[str, Any]] | None) -> dic
     return {i["path"]: data[i["key"]] for i in items if i["key"] in data}
 
 
+def _sources(vol: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, reference) of every Secret and ConfigMap a volume mounts, projected ones included."""
+    if "secret" in vol:
+        return [("Secret", vol["secret"])]
+    if "configMap" in vol:
+        return [("ConfigMap", vol["configMap"])]
+    return [
+        (kind, source[key])
+        for source in (vol.get("projected") or {}).get("sources") or []
+        for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap"))
+        if key in source
+    ]
+
+
+def _source_name(ref: Mapping[str, Any]) -> str:
+    return str(ref.get("secretName") or ref.get("name"))
+
+
 def _secret_files(kube: Kube, ns: str, ref: dict[str, Any]) -> dict[str, bytes] | None:
-    obj = kube.get("v1", "Secret", str(ref.get("secretName") or ref.get("name")), ns)
+    obj = kube.get("v1", "Secret", _source_name(ref), ns)
     if obj is None:
         return None
     data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
