@@ -56,6 +56,8 @@ ANCHOR = "anchor-route"
 OBSERVER = "envoy-deployment"
 CLIENT_TRAFFIC_POLICY = "client-traffic-policy"
 SECURITY_POLICY = "security-policy"
+# Observed only for serviceType NodePort: the node port clients use.
+ENVOY_SERVICE = "envoy-service"
 
 # The condition each controller sets when a resource is in effect.
 _PROGRAMMED = "Programmed"
@@ -130,6 +132,23 @@ class GatewayPlan:
         if self.spec.envoy.deployment_naming is DeploymentNaming.PINNED and self.held_deployment:
             return namespace, self.held_deployment
         return namespace, name
+
+    @property
+    def service(self) -> tuple[str, str]:
+        """(namespace, name) of the Envoy Service Envoy Gateway creates for the Gateway.
+
+        Always the derived name: the EnvoyProxy pins only the Deployment's,
+        and without `envoyService.name` Envoy Gateway names the Service as it
+        would an unpinned Deployment (internal/infrastructure/kubernetes/proxy/
+        resource_provider.go, Service and Name).
+        """
+        return naming.deployment_ref(
+            DeploymentNaming.GENERATED,
+            self.spec.envoy.deploy_mode,
+            gateway_namespace=self.namespace,
+            gateway_name=self.gateway_name,
+            envoy_gateway_namespace=self.spec.envoy.gateway_namespace,
+        )
 
     @property
     def anchor_value(self) -> str:
@@ -371,6 +390,11 @@ def build_observer_target(plan: GatewayPlan) -> dict[str, Any]:
     return target_ref("apps/v1", "Deployment", name, namespace)
 
 
+def build_service_target(plan: GatewayPlan) -> dict[str, Any]:
+    namespace, name = plan.service
+    return target_ref("v1", "Service", name, namespace)
+
+
 def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
     """Every composed resource of the gateway, keyed by composition-resource-name."""
     provider = plan.spec.provider_config_ref
@@ -416,6 +440,17 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             cel_query=readiness.policy_accepted_query(),
         ),
     }
+    if plan.spec.envoy.service_type is ServiceType.NODE_PORT:
+        # Watched for the node port the API server assigns: the published URL
+        # carries it. It judges nothing: requests do not wait for our URL.
+        objects[ENVOY_SERVICE] = wrap(
+            name=plan.object_name("envoy-service"),
+            namespace=ns,
+            manifest=build_service_target(plan),
+            provider_config=provider,
+            cel_query=readiness.node_port_query(plan.spec.listeners[0].port),
+            observe_only=True,
+        )
     auth = plan.spec.auth.api_keys
     if auth is not None:
         # Judged and watched: while it is not Accepted, every request fails.
@@ -430,12 +465,13 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
 
 
 def removed_by_spec(name: str) -> bool:
-    """True for an observed resource the spec no longer composes: the SecurityPolicy of auth turned off.
+    """True for an observed resource the spec no longer composes.
 
-    Asked only of observed names this call did not compose, so a policy the
-    spec still asks for is never dropped.
+    The SecurityPolicy of auth turned off, the Service observer of a gateway
+    that is no longer NodePort. Asked only of observed names this call did
+    not compose, so what the spec still asks for is never dropped.
     """
-    return name == SECURITY_POLICY
+    return name in (SECURITY_POLICY, ENVOY_SERVICE)
 
 
 # --- readiness ---------------------------------------------------------------------
@@ -600,16 +636,16 @@ def auth_loaded_in(
     return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
 
 
-def listener_url(listener: Listener, address: str, service_type: ServiceType) -> str | None:
-    """Where clients reach a listener, or None where no URL would be right.
+def listener_url(listener: Listener, address: str, port: int | None) -> str | None:
+    """Where clients reach a listener on `port`, or None where no URL would be right.
 
-    A wildcard hostname names no host a client can send (Envoy's virtual host
+    `port` is the listener's own, or for a NodePort Service the node port
+    (the Gateway's address is then a node's); None while that is unknown. A
+    wildcard hostname names no host a client can send (Envoy's virtual host
     for `*.example.com` matches no request to the bare address), so clients
-    choose the host under it. A NodePort Service is reached on its node port,
-    which Envoy Gateway assigns and the function does not observe; the
-    Gateway's address is then a node's.
+    choose the host under it.
     """
-    if service_type is ServiceType.NODE_PORT:
+    if port is None:
         return None
     if listener.hostname is not None and listener.hostname.startswith("*"):
         return None
@@ -618,8 +654,24 @@ def listener_url(listener: Listener, address: str, service_type: ServiceType) ->
         host = f"[{host}]"
     scheme = "https" if listener.protocol == "HTTPS" else "http"
     default = 443 if scheme == "https" else 80
-    port = "" if listener.port == default else f":{listener.port}"
-    return f"{scheme}://{host}{port}"
+    suffix = "" if port == default else f":{port}"
+    return f"{scheme}://{host}{suffix}"
+
+
+def client_port(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """The port clients reach the first listener on: its own, or the node port once observed.
+
+    Envoy Gateway gives the Service one port per listener port
+    (resource_provider.go, Service: `Port: port.ServicePort`), and the API
+    server assigns that port its node port.
+    """
+    listener = plan.spec.listeners[0]
+    if plan.spec.envoy.service_type is not ServiceType.NODE_PORT:
+        return listener.port
+    service = observed.get(ENVOY_SERVICE)
+    if readiness.target_gone(service):
+        return None
+    return readiness.node_port(readiness.observed_manifest(service), listener.port)
 
 
 def _status(
@@ -646,7 +698,7 @@ def _status(
             gateway["address"] = values[0]
             # Routes attach to the first listener only (sectionName), so only
             # its URL reaches a model.
-            url = listener_url(plan.spec.listeners[0], values[0], plan.spec.envoy.service_type)
+            url = listener_url(plan.spec.listeners[0], values[0], client_port(plan, observed))
             if url is not None:
                 gateway["url"] = url
                 gateway["urls"] = [url]

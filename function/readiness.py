@@ -62,6 +62,18 @@ def policy_accepted_query() -> str:
     )
 
 
+def node_port_query(port: int) -> str:
+    """True once the Service has a node port for `port`: the port a NodePort gateway's clients use.
+
+    It decides only when the Object is Ready; the watch it brings is what
+    matters, so the node port reaches the published URL when it is assigned.
+    """
+    return (
+        f"{_has_path('object', 'spec.ports')} && object.spec.ports.exists(p, has(p.port) "
+        f"&& has(p.nodePort) && int(p.port) == {int(port)})"
+    )
+
+
 def deployment_rollout_query(policy: AvailabilityPolicy, marker_annotation: str) -> str:
     """True only when the Envoy Deployment's rollout is finished and serving.
 
@@ -279,6 +291,19 @@ def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+def node_port(service: Mapping[str, Any] | None, port: int) -> int | None:
+    """The node port of a Service's TCP `port`, None until the API server has assigned one."""
+    ports = get_path(service, "spec", "ports")
+    for entry in ports if isinstance(ports, list) else []:
+        if (
+            isinstance(entry, Mapping)
+            and _count(entry.get("port")) == port
+            and entry.get("protocol", "TCP") == "TCP"
+        ):
+            return _count(entry.get("nodePort"))
+    return None
 
 
 def template_id(template: Any) -> str:

@@ -294,8 +294,9 @@ class Registry:
 
 
 # Core kinds are validated by the API server's built-in types, not by CRDs; the
-# observer names only apiVersion, kind, name and namespace of one.
-CORE_KINDS = {("apps/v1", "Deployment")}
+# observers (the Envoy Deployment, a NodePort gateway's Envoy Service) name only
+# apiVersion, kind, name and namespace of one.
+CORE_KINDS = {("apps/v1", "Deployment"), ("v1", "Service")}
 
 
 def validate_object(registry: Registry, obj: dict[str, Any], where: str) -> Report:

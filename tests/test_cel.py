@@ -20,6 +20,8 @@ from function.readiness import (
     RolloutState,
     condition_true_query,
     deployment_rollout_query,
+    node_port,
+    node_port_query,
     policy_accepted_query,
     workload_query,
 )
@@ -381,6 +383,7 @@ EMITTED_QUERIES = [
     *(condition_true_query(typ) for typ in ("Accepted", "Programmed", "GatewayReady", "Ready")),
     workload_query("apps/v1", "Deployment"),
     policy_accepted_query(),
+    node_port_query(80),
 ]
 
 
@@ -424,7 +427,8 @@ def test_every_emitted_query_evaluates_without_error_on_every_pruned_shape(query
     error as Unavailable, a different thing from false)."""
     holder = {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
     policy = {"status": {"ancestors": [{"conditions": [{"type": "Accepted", "status": "True"}]}]}}
-    for base in (FULL_DEPLOYMENT, holder, policy, {}):
+    service = _service({"port": 80, "protocol": "TCP", "nodePort": 31080})
+    for base in (FULL_DEPLOYMENT, holder, policy, service, {}):
         shapes = [base, *(_without(base, path, key) for path, key in _prunings(base))]
         for shape in shapes:
             production = as_production_json(shape)
@@ -475,3 +479,35 @@ def test_the_policy_query_under_production_typing(case: str) -> None:
     production = as_production_json(obj)
     assert eval_reference(query, production) is want
     assert eval_celpy(query, production) is want
+
+
+def _service(*ports: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "spec": {"type": "NodePort", "ports": list(ports)}}
+
+
+NODE_PORT_CASES = {
+    "a Service with no spec yet has no node port": ({}, False),
+    "a Service without ports has no node port": ({"spec": {"type": "NodePort"}}, False),
+    "the listener's port with its node port assigned is ready": (
+        _service({"name": "http-80", "port": 80, "nodePort": 31080}),
+        True,
+    ),
+    "the listener's port without a node port is not ready": (_service({"port": 80}), False),
+    "only another port's node port is not ready": (_service({"port": 8080, "nodePort": 31081}), False),
+    "the listener's port among others is ready": (
+        _service({"port": 8080, "nodePort": 31081}, {"port": 80, "nodePort": 31080}),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_PORT_CASES), ids=str)
+def test_the_node_port_query_under_production_typing_agrees_with_the_reading(case: str) -> None:
+    """The provider's Ready and the URL the function publishes come from the same port."""
+    obj, want = NODE_PORT_CASES[case]
+    query = node_port_query(80)
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want
+    assert (node_port(production, 80) is not None) is want

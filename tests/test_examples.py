@@ -53,6 +53,13 @@ EXAMPLE_LIST = [
     Example("defaults-just-created", f"{GW}/xr.yaml", f"{GW}/composition.yaml"),
     Example("generated-just-created", f"{GW}/xr-generated.yaml", f"{GW}/composition.yaml"),
     Example("gatewaynamespace-just-created", f"{GW}/xr-gatewaynamespace.yaml", f"{GW}/composition.yaml"),
+    # NodePort: the URL carries the node port of the observed Envoy Service.
+    Example(
+        "nodeport-ready",
+        f"{GW}/xr-nodeport.yaml",
+        f"{GW}/composition.yaml",
+        observed=f"{GW}/observed/nodeport-ready.yaml",
+    ),
     Example(
         "auth-waiting-for-policy",
         f"{GW}/xr-auth.yaml",

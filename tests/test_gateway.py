@@ -12,12 +12,13 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import gateway
-from function.api import InferenceGatewaySpec, Input, Listener, ServiceType
+from function.api import InferenceGatewaySpec, Input, Listener
 from function.conditions import GatewayReason
 from function.gateway import (
     ANCHOR,
     CLIENT_TRAFFIC_POLICY,
     ENVOY_PROXY,
+    ENVOY_SERVICE,
     GATEWAY,
     OBSERVER,
     SECURITY_POLICY,
@@ -939,10 +940,11 @@ def test_only_a_string_address_is_published() -> None:
 
 
 URL_CASES = {
-    "an HTTP listener on port 80 has no port in its URL": ({"name": "a"}, "10.0.0.1", "http://10.0.0.1"),
+    "an HTTP listener on port 80 has no port in its URL": ({"name": "a"}, "10.0.0.1", 80, "http://10.0.0.1"),
     "an HTTP listener on another port names it": (
         {"name": "a", "port": 8080},
         "10.0.0.1",
+        8080,
         "http://10.0.0.1:8080",
     ),
     "an HTTPS listener with a hostname is reached by that name": (
@@ -954,30 +956,110 @@ URL_CASES = {
             "tls": {"certificateRefs": [{"name": "cert"}]},
         },
         "10.0.0.1",
+        443,
         "https://ai.example.com",
     ),
     "a wildcard hostname has no URL: the bare address matches no virtual host, clients choose the host": (
         {"name": "a", "hostname": "*.example.com"},
         "10.0.0.1",
+        80,
         None,
     ),
-    "an IPv6 address is bracketed": ({"name": "a", "port": 8080}, "fd00::1", "http://[fd00::1]:8080"),
+    "an IPv6 address is bracketed": ({"name": "a", "port": 8080}, "fd00::1", 8080, "http://[fd00::1]:8080"),
+    "a listener reached on a node port names the node port, not its own": (
+        {"name": "a"},
+        "172.18.0.3",
+        31080,
+        "http://172.18.0.3:31080",
+    ),
+    "a listener whose port is not known yet has no URL": ({"name": "a"}, "172.18.0.3", None, None),
 }
 
 
 @pytest.mark.parametrize("case", sorted(URL_CASES), ids=str)
 def test_the_url_clients_use_for_each_listener(case: str) -> None:
-    listener, address, want = URL_CASES[case]
-    got = gateway.listener_url(Listener.model_validate(listener), address, ServiceType.CLUSTER_IP)
-    assert got == want
+    listener, address, port, want = URL_CASES[case]
+    assert gateway.listener_url(Listener.model_validate(listener), address, port) == want
 
 
-@pytest.mark.parametrize("service_type", list(ServiceType), ids=str)
-def test_a_node_port_service_publishes_no_url_because_its_node_port_is_not_observed(
-    service_type: ServiceType,
+def _node_port_service(ports: list[dict[str, Any]] | None, *, gone: bool = False) -> dict[str, Any]:
+    """The observed Envoy Service Object of the nodeport-ready example, with other ports, or gone since."""
+    service = copy.deepcopy(observed_state("nodeport-ready")[ENVOY_SERVICE])
+    spec = service["status"]["atProvider"]["manifest"]["spec"]
+    if ports is None:
+        del spec["ports"]
+    else:
+        spec["ports"] = ports
+    if gone:
+        # What provider-kubernetes reports once the target is deleted: the
+        # last manifest stays, Synced turns False (readiness.target_gone).
+        synced = service["status"]["conditions"][1]
+        synced |= {"status": "False", "message": "observe failed: external resource does not exist"}
+    return service
+
+
+CLIENT_PORT_CASES = [
+    pytest.param({}, None, 80, id="a LoadBalancer gateway is reached on the listener's port"),
+    pytest.param(
+        {"serviceType": "ClusterIP"}, None, 80, id="a ClusterIP gateway is reached on the listener's port"
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 80, "protocol": "TCP", "nodePort": 31080}]),
+        31080,
+        id="a NodePort gateway is reached on the node port of the listener's Service port",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 80.0, "nodePort": 31080.0}]),
+        31080,
+        id="numbers read as the provider reports them (doubles) still name the node port",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 8080, "protocol": "TCP", "nodePort": 31081}]),
+        None,
+        id="a node port of another listener port is not this listener's",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 80, "protocol": "UDP", "nodePort": 31082}]),
+        None,
+        id="a UDP port of the same number is not the HTTP listener's",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 80, "protocol": "TCP"}]),
+        None,
+        id="a port without its node port assigned yet gives no port",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service(None),
+        None,
+        id="a Service without ports gives no port",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        _node_port_service([{"port": 80, "protocol": "TCP", "nodePort": 31080}], gone=True),
+        None,
+        id="a Service deleted since it was observed gives no port: its last manifest is history",
+    ),
+    pytest.param(
+        {"serviceType": "NodePort"},
+        None,
+        None,
+        id="a NodePort gateway whose Service is not observed yet has no port",
+    ),
+]
+
+
+@pytest.mark.parametrize(("envoy", "service", "want"), CLIENT_PORT_CASES)
+def test_the_port_clients_reach_the_first_listener_on(
+    envoy: dict[str, Any], service: dict[str, Any] | None, want: int | None
 ) -> None:
-    got = gateway.listener_url(Listener.model_validate({"name": "a"}), "10.0.0.1", service_type)
-    assert (got is None) is (service_type is ServiceType.NODE_PORT)
+    observed = {} if service is None else {ENVOY_SERVICE: service}
+    assert gateway.client_port(plan({"envoy": envoy}), observed) == want
 
 
 STATUS_URL_CASES = [
@@ -997,7 +1079,7 @@ STATUS_URL_CASES = [
         [{"name": "http"}],
         {"serviceType": "NodePort"},
         {},
-        id="a NodePort gateway publishes its node address and no URL",
+        id="a NodePort gateway whose Envoy Service is not observed yet publishes its node address and no URL",
     ),
 ]
 
@@ -1117,6 +1199,21 @@ def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
     """Kept, the policy would go on refusing every caller without a key."""
     observed = _with_policy(ready=True)
     observed["legacy-thing"] = copy.deepcopy(observed[ANCHOR])
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert set(desired(rsp)) == ALL_NAMES | {"legacy-thing"}
+    assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_leaving_node_port_removes_exactly_its_service_observer() -> None:
+    """Observe-only: deleting the Object leaves Envoy Gateway's Service alone."""
+    observed = observed_state("nodeport-ready")
+    observed["legacy-thing"] = copy.deepcopy(observed[ANCHOR])
+    node_port = copy.deepcopy(XR)
+    node_port["spec"].setdefault("envoy", {})["serviceType"] = "NodePort"
+    assert set(desired(run(make_request(node_port, GATEWAY_INPUT, observed)))) == ALL_NAMES | {
+        ENVOY_SERVICE,
+        "legacy-thing",
+    }
     rsp = run(make_request(XR, GATEWAY_INPUT, observed))
     assert set(desired(rsp)) == ALL_NAMES | {"legacy-thing"}
     assert condition(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE

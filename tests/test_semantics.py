@@ -19,7 +19,12 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import claims
 from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import condition_true_query, deployment_rollout_query, policy_accepted_query
+from function.readiness import (
+    condition_true_query,
+    deployment_rollout_query,
+    node_port_query,
+    policy_accepted_query,
+)
 from tests.cel_eval import eval_reference
 from tests.support import (
     EXAMPLES,
@@ -71,6 +76,14 @@ MEANINGS = {
     ),
     "defaults-marker-missing": Meaning("GatewayReady", FALSE, "ExtProcNotInjected", GATEWAY, cel=False),
     "defaults-ready": Meaning("GatewayReady", TRUE, "Available", GATEWAY, cel=True),
+    "nodeport-ready": Meaning(
+        "GatewayReady",
+        TRUE,
+        "Available",
+        GATEWAY | {"envoy-service"},
+        cel=True,
+        why="the URL carries the node port; the Service observer judges nothing",
+    ),
     "defaults-deployment-gone": Meaning(
         "GatewayReady",
         FALSE,
@@ -246,12 +259,15 @@ POLICY = "policy"
 ROLLOUT = "rollout"
 CREATED = "created"
 
+NODE_PORT = "node port"
+
 # What each Object manages or observes: (apiVersion, kind, namespace) of its manifest.
 TARGETS = {
     "envoy-proxy": ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy", "platform"),
     "gateway": ("gateway.networking.k8s.io/v1", "Gateway", "platform"),
     "anchor-route": ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", "platform"),
     "envoy-deployment": ("apps/v1", "Deployment", "envoy-gateway-system"),
+    "envoy-service": ("v1", "Service", "envoy-gateway-system"),
     "client-traffic-policy": ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy", "platform"),
     "gateway-observer": ("ai.example.org/v1alpha1", "InferenceGateway", "platform"),
     "route": ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", "team-a"),
@@ -272,6 +288,14 @@ OBJECTS = {
         "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
         "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
     },
+    "nodeport-ready": {
+        "envoy-proxy": ("inference-envoyproxy-1699b98e", CREATED, None, False),
+        "gateway": ("inference-gateway-7263f92f", CEL_ON, "Programmed", False),
+        "anchor-route": ("inference-anchor-12afe203", CEL_ON, "Accepted", False),
+        "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
+        "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
+        "envoy-service": ("inference-envoy-service-c4c569c4", NODE_PORT, None, True),
+    },
     "gateway-ready-route-composed": {
         "gateway-observer": ("llama-gateway-observer-35870d8b", CEL_ON, "GatewayReady", True),
         "route": ("llama-route-7394ad15", CEL_ON, "Accepted", False),
@@ -288,6 +312,14 @@ OBJECTS = {
 # is told exactly these are ready.
 READY = {
     "defaults-ready": {"envoy-proxy", "gateway", "anchor-route", "envoy-deployment", "client-traffic-policy"},
+    "nodeport-ready": {
+        "envoy-proxy",
+        "gateway",
+        "anchor-route",
+        "envoy-deployment",
+        "client-traffic-policy",
+        "envoy-service",
+    },
     "gateway-ready-route-composed": set(OBJECTS["gateway-ready-route-composed"]) - {"gateway-observer"},
 }
 
@@ -320,6 +352,8 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
                 "policy": "DeriveFromCelQuery",
                 "celQuery": deployment_rollout_query(AvailabilityPolicy.AT_LEAST_ONE, DEFAULT_EXTPROC_MARKER),
             }, resource
+        elif judged == NODE_PORT:
+            assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": node_port_query(80)}, resource
         elif judged == POLICY:
             assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": policy_accepted_query()}, (
                 resource

@@ -31,6 +31,9 @@ POD_DRAIN_MS = 8000
 # The ClusterIP range; the API server's own Service takes its first address.
 SERVICE_CIDR = "10.96.0.0/16"
 NODES = ("kwok-node-0", "kwok-node-1")
+# The InternalIP kwok gives every node: Envoy Gateway publishes it as a
+# NodePort Gateway's address, and the data plane opens node ports there.
+NODE_IP = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,7 @@ class ControlPlane:
                 f"--config={config}",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--cidr=10.244.0.1/16",
-                "--node-ip=127.0.0.1",
+                f"--node-ip={NODE_IP}",
                 "--node-lease-duration-seconds=40",
             ],
         )

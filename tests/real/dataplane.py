@@ -132,6 +132,8 @@ class DataPlane:
         self.admin_port = 19000
         self._forwarding: str | None = None
         self._gateways: dict[tuple[str, str, int], Balancer] = {}
+        # kube-proxy's node ports: node port -> (Service uid, its Balancer on the node's address).
+        self._node_ports: dict[int, tuple[str, Balancer]] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -149,6 +151,8 @@ class DataPlane:
             self._thread.join(timeout=10)
         for svc in self.services:
             svc.stop()
+        for _, balancer in self._node_ports.values():
+            balancer.stop()
         for sb in list(self.sandboxes.values()):
             self._remove(sb)
         if self._forwarding is not None:
@@ -202,6 +206,7 @@ class DataPlane:
             self._stop.wait(0.25)
 
     def _sync(self) -> None:
+        self._sync_node_ports()
         pods: dict[str, dict[str, Any]] = {}
         for ns in self.namespaces:
             for pod in self.kube.list("v1", "Pod", ns, label_selector=ENVOY_POD_LABEL):
@@ -245,6 +250,37 @@ class DataPlane:
                     meta["namespace"],
                     {"metadata": {"annotations": {READY_ANNOTATION: "true"}}},
                 )
+
+    def _sync_node_ports(self) -> None:
+        """As kube-proxy: every NodePort Service's TCP node ports open on the node's address.
+
+        kwok's nodes report NODE_IP (tests/real/controlplane.py, --node-ip),
+        loopback, where every Balancer listens: the node port is opened there,
+        to the Service's target port on its ready endpoints.
+        """
+        wanted: dict[int, tuple[str, int, dict[str, str]]] = {}
+        for ns in self.namespaces:
+            for svc in self.kube.list("v1", "Service", ns):
+                spec = svc.get("spec") or {}
+                if spec.get("type") != "NodePort":
+                    continue
+                for port in spec.get("ports") or []:
+                    if port.get("nodePort") and port.get("protocol", "TCP") == "TCP":
+                        target = port.get("targetPort", port["port"])
+                        wanted[port["nodePort"]] = (
+                            svc["metadata"]["uid"],
+                            int(target),
+                            spec.get("selector") or {},
+                        )
+        for node_port, (uid, balancer) in list(self._node_ports.items()):
+            if wanted.get(node_port, ("",))[0] != uid:
+                balancer.stop()
+                del self._node_ports[node_port]
+        for node_port, (uid, target, selector) in wanted.items():
+            if node_port not in self._node_ports:
+                balancer = Balancer(self, node_port, target, selector)
+                balancer.start()
+                self._node_ports[node_port] = (uid, balancer)
 
     # --- a pod -------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from function.objects import Target
 from function.outcome import Requirement
 from tests.pki import CA
 from tests.real import toolchain, versions
-from tests.real.controlplane import NODES, ControlPlane
+from tests.real.controlplane import NODE_IP, NODES, ControlPlane
 from tests.real.crossplane import CrossplaneStack
 from tests.real.dataplane import Binaries, DataPlane, envoy_binary
 from tests.real.dns import ClusterDNS
@@ -423,6 +423,57 @@ def route_not_allowed(env: Env, r: Report) -> None:
     )
     _set_listeners(env, [http])
     wait("RoutingReady True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+
+
+def _published_url(env: Env) -> str | None:
+    return (((env.gateway() or {}).get("status") or {}).get("gateway") or {}).get("url")
+
+
+def _real_node_port(env: Env, listener_port: int) -> int | None:
+    """The node port the API server assigned to the listener's port on the gateway's Envoy Service."""
+    for svc in env.kube.list(
+        "v1",
+        "Service",
+        EG_NS,
+        label_selector=f"gateway.envoyproxy.io/owning-gateway-name={GATEWAY[1]},"
+        f"gateway.envoyproxy.io/owning-gateway-namespace={GATEWAY[0]}",
+    ):
+        for port in (svc.get("spec") or {}).get("ports") or []:
+            if port.get("port") == listener_port and port.get("nodePort"):
+                return int(port["nodePort"])
+    return None
+
+
+def node_port(env: Env, r: Report) -> None:
+    """Issue #25 item 8. serviceType NodePort: Envoy Gateway publishes the nodes' address, and the URL
+    carries the node port the API server assigned to the listener's port on the Envoy Service (the
+    function observes it); requests to that URL, through the node port, reach the model. Back to
+    ClusterIP: the observer goes and the URL is the listener's again."""
+    before = _published_url(env)
+    _patch_gateway(env, {"serviceType": "NodePort"})
+    url = wait(
+        "a URL on a node port",
+        lambda: (u := _published_url(env)) and u.startswith(f"http://{NODE_IP}:") and u,
+        CONVERGE_S,
+    )
+    assigned = _real_node_port(env, 80)
+    assert url == f"http://{NODE_IP}:{assigned}", (url, assigned)
+    assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
+    model = _route_doc()["spec"]["model"]
+    port = int(url.rsplit(":", 1)[1])
+    # The data plane opens node ports as kube-proxy does, within its sync period.
+    wait("a request through the node port answered", lambda: chat(port, model).ok, 30)
+    answers = [chat(port, model).status for _ in range(10)]
+    assert answers == [200] * 10, answers
+    r.notes.append(f"URL {url} (the Service's node port for 80); 10 of 10 requests to it answered 200")
+    _patch_gateway(env, {"serviceType": "ClusterIP"})
+    wait("the listener's URL again", lambda: _published_url(env) == before, CONVERGE_S)
+    wait(
+        "the Service observer gone",
+        lambda: not any("envoy-service" in n for n in env.objects(GATEWAY[0])),
+        CONVERGE_S,
+    )
+    wait("GatewayReady True", lambda: true(env.gateway(), "GatewayReady"), CONVERGE_S)
 
 
 def deployment_not_found(env: Env, r: Report) -> None:
@@ -1242,6 +1293,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     route_follows_gateway,
     listener_not_programmed,
     route_not_allowed,
+    node_port,
     backend_scaled_to_zero,
     caller_auth,
     bad_input,
