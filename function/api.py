@@ -29,6 +29,14 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from function import cel_check
+from function.upstream import (
+    API_KEY_POLICY_BY_SCHEMA,
+    CREDENTIALS_BY_SCHEMA,
+    DEFAULT_EXTPROC_MARKER,
+    DEFAULT_KEY_HEADER,
+    MAX_BUFFER_LIMIT_BYTES,
+    MODEL_HEADER,
+)
 
 # RFC 1123 label: what Kubernetes accepts for namespaces, Service-like names and
 # Gateway listener names.
@@ -47,8 +55,6 @@ HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
 # bufferLimit takes it (no fractions, no exponents).
 QUANTITY = r"^[1-9][0-9]{0,11}(Ki|Mi|Gi|k|M|G)?$"
 _QUANTITY_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
-# Envoy's per-connection buffer limit is a uint32.
-MAX_BUFFER_LIMIT_BYTES = 2**32 - 1
 
 
 def quantity_bytes(value: str) -> int:
@@ -60,23 +66,6 @@ def quantity_bytes(value: str) -> int:
 # Gateway API / Envoy AI Gateway duration: up to four "<n><unit>" groups.
 DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
 
-# The dynamic-metadata keys (namespace TOKEN_METADATA_NAMESPACE) a ModelRoute
-# records token usage under (recordTokenUsage), with their cost types: what
-# BackendTrafficPolicy rate limits and the gateway's access log read.
-TOKEN_METADATA_NAMESPACE = "io.envoy.ai_gateway"  # noqa: S105 - a metadata namespace, no secret
-TOKEN_USAGE_COSTS = (
-    ("llm_input_token", "InputToken"),
-    ("llm_output_token", "OutputToken"),
-    ("llm_total_token", "TotalToken"),
-)
-
-# The header Envoy AI Gateway's ext-proc writes the request's model into; a
-# model route matches on it, and `/v1/models` lists exactly these matches. The
-# anchor must never use it, or the anchor would show up as a model.
-MODEL_HEADER = "x-ai-eg-model"
-
-# The header callers send their API key in unless the gateway names another.
-DEFAULT_KEY_HEADER = "authorization"
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
 ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
@@ -422,29 +411,6 @@ def _default_schema() -> APISchema:
     return APISchema()
 
 
-# What each provider accepts as an API key, as Envoy AI Gateway v1.1.0 sends
-# it (`internal/backendauth/`): `Authorization: Bearer` for APIKey
-# (api_key.go), `x-api-key` for AnthropicAPIKey (anthropicapikey.go), Azure's
-# `api-key` for AzureAPIKey. A schema missing here takes no plain key: AWS
-# signs requests with SigV4 and GCP takes OAuth tokens, so a key sent to them
-# fails every request while every resource reports Accepted. Each entry is
-# the policy type and the field that carries its Secret.
-API_KEY_POLICY_BY_SCHEMA = {
-    "OpenAI": ("APIKey", "apiKey"),
-    "Cohere": ("APIKey", "apiKey"),
-    "Anthropic": ("AnthropicAPIKey", "anthropicAPIKey"),
-    "AzureOpenAI": ("AzureAPIKey", "azureAPIKey"),
-}
-# Which credentials each cloud's schemas take.
-CREDENTIALS_BY_SCHEMA = {
-    "AWSBedrock": "aws",
-    "AWSAnthropic": "aws",
-    "GCPVertexAI": "gcp",
-    "GCPAnthropic": "gcp",
-    "AzureOpenAI": "azure",
-}
-
-
 class AWSCredentials(Model):
     """AWSCredentials: an AWS credentials file held in a Secret; requests are signed with SigV4."""
 
@@ -705,12 +671,6 @@ def _default_api_versions() -> APIVersions:
 
 def _default_xr_type() -> XRType:
     return XRType()
-
-
-# Envoy AI Gateway (v1.1.0+) stamps this on the pod template when it rolls
-# pods for an effective route; with the anchor present it means "rolled with
-# the ext-proc sidecar".
-DEFAULT_EXTPROC_MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
 
 
 class Input(Model):

@@ -7,7 +7,7 @@ nothing else is ever emitted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -134,3 +134,17 @@ def as_observed(xr: Mapping[str, Any], decided: Verdict) -> Verdict:
     if not isinstance(reason, str) or not reason:
         return decided
     return Verdict(decided.type, previous["status"] == "True", reason, str(previous.get("message") or ""))
+
+
+def events(xr: Mapping[str, Any], verdicts: Sequence[Verdict]) -> list[tuple[str, str, str]]:
+    """(severity, reason, message) of an event for each condition this call changes.
+
+    What `kubectl describe` shows: a condition that stays as the XR has it
+    says nothing, so a settled XR called every TTL logs no transition it did
+    not decide.
+    """
+    return [
+        ("Normal" if v.ready else "Warning", v.reason, f"{v.type}: {v.message}")
+        for v in verdicts
+        if v.changed_from(xr)
+    ]

@@ -22,14 +22,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from pydantic import ValidationError
 
 from function import gateway, route, structs
-from function.api import (
-    Composes,
-    InferenceGatewaySpec,
-    Input,
-    InvalidError,
-    ModelRouteSpec,
-    describe,
-)
+from function.api import Composes, InferenceGatewaySpec, Input, InvalidError, ModelRouteSpec, describe
 from function.outcome import Outcome, write
 
 # gRPC's default message size, and the SDK's default for both directions.

@@ -66,6 +66,16 @@ def wrap(
     }
 
 
+def xr_identity(xr: Mapping[str, Any]) -> tuple[str, str]:
+    """(name, namespace) of the XR, which every Object name and default namespace derive from.
+
+    Crossplane always sends both (the XRs are namespaced); "" stands in for
+    neither ever being missing.
+    """
+    metadata = xr.get("metadata") or {}
+    return str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+
+
 def target_ref(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
     """The identifying part of a manifest."""
     return {

@@ -15,8 +15,8 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs
-from function.conditions import Verdict
+from function import readiness, structs
+from function.conditions import Verdict, events
 
 # How soon Crossplane calls again when nothing it watches changes (it takes
 # the smallest TTL of the pipeline). Every change that feeds a condition
@@ -65,6 +65,15 @@ class Outcome:
     requirements: dict[str, Requirement] = field(default_factory=dict)
     # How soon to be called again, where sooner than the verdict's usual TTL.
     ttl: timedelta | None = None
+
+    def judge_ready(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each composed resource is ready exactly while its observed Object says it is in effect."""
+        self.ready = {name: readiness.in_effect(observed.get(name)) for name in self.resources}
+
+    def announce(self, xr: Mapping[str, Any]) -> None:
+        """An event for each condition this call changes on the XR, and none for the others."""
+        verdicts = [v for v in (self.verdict, *self.extra) if v is not None]
+        self.results.extend(events(xr, verdicts))
 
     def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.

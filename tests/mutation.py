@@ -74,7 +74,10 @@ Signature = tuple[str, tuple[str, ...]]
 
 def _functions(mutants: Path, module: str) -> dict[str, str]:
     """Every function mutmut wrote into its copy of `module`: name -> source."""
-    src = (mutants / (module.replace(".", "/") + ".py")).read_text()
+    path = mutants / (module.replace(".", "/") + ".py")
+    if not path.exists():  # a package: mutmut names its __init__'s functions after the package
+        path = mutants / module.replace(".", "/") / "__init__.py"
+    src = path.read_text()
     # Whole lines by the nodes' line numbers: ast.get_source_segment splits
     # the whole source again on every call, and a mutated module holds a
     # copy of a function per mutant (minutes for one module).

@@ -15,16 +15,16 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import (
-    RolloutState,
+from function.api import AvailabilityPolicy
+from function.cel import (
     condition_true_query,
     deployment_rollout_query,
-    node_port,
     node_port_query,
     policy_accepted_query,
     workload_query,
 )
+from function.readiness import RolloutState, node_port
+from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.cel_eval import eval_celpy, eval_reference, is_statically_bool
 from tests.support import as_production_json, examples, reach
 

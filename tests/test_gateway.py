@@ -13,8 +13,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import gateway
 from function.api import InferenceGatewaySpec, Input, Listener
+from function.cel import policy_accepted_query
 from function.conditions import GatewayReason
-from function.gateway import (
+from function.gateway.anchor import build_anchor
+from function.gateway.plan import (
     ANCHOR,
     CLIENT_TRAFFIC_POLICY,
     ENVOY_PROXY,
@@ -24,8 +26,8 @@ from function.gateway import (
     SECURITY_POLICY,
     GatewayPlan,
 )
+from function.gateway.verdict import client_port, listener_url
 from function.naming import pinned_deployment_name, unique_name
-from function.readiness import policy_accepted_query
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -310,7 +312,7 @@ def test_builders(case: BuilderCase) -> None:
 
 
 def test_the_anchor_never_matches_the_model_header() -> None:
-    anchor = gateway.build_anchor(plan())
+    anchor = build_anchor(plan())
     headers = [h for rule in anchor["spec"]["rules"] for m in rule["matches"] for h in m["headers"]]
     assert headers
     assert all(h["name"] != "x-ai-eg-model" for h in headers)
@@ -979,7 +981,7 @@ URL_CASES = {
 @pytest.mark.parametrize("case", sorted(URL_CASES), ids=str)
 def test_the_url_clients_use_for_each_listener(case: str) -> None:
     listener, address, port, want = URL_CASES[case]
-    assert gateway.listener_url(Listener.model_validate(listener), address, port) == want
+    assert listener_url(Listener.model_validate(listener), address, port) == want
 
 
 def _node_port_service(ports: list[dict[str, Any]] | None, *, gone: bool = False) -> dict[str, Any]:
@@ -1059,7 +1061,7 @@ def test_the_port_clients_reach_the_first_listener_on(
     envoy: dict[str, Any], service: dict[str, Any] | None, want: int | None
 ) -> None:
     observed = {} if service is None else {ENVOY_SERVICE: service}
-    assert gateway.client_port(plan({"envoy": envoy}), observed) == want
+    assert client_port(plan({"envoy": envoy}), observed) == want
 
 
 STATUS_URL_CASES = [

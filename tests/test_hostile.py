@@ -14,7 +14,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from function.route import GATEWAY_REQUIREMENT, removed_by_spec
+from function.route import removed_by_spec
+from function.route.view import GATEWAY_REQUIREMENT
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,

@@ -11,8 +11,8 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DeploymentNaming, DeployMode, InferenceGatewaySpec, Input, ModelRouteSpec
-from function.gateway import GatewayPlan
 from function.gateway import build_objects as gateway_objects
+from function.gateway.plan import GatewayPlan
 from function.naming import (
     deployment_ref,
     generated_deployment_name,
@@ -20,8 +20,9 @@ from function.naming import (
     pinned_deployment_name,
     unique_name,
 )
-from function.route import Attachment, RoutePlan
 from function.route import build_objects as route_objects
+from function.route.plan import RoutePlan
+from function.route.view import Attachment
 from tests.k8s_schema import SHARED
 from tests.sim.world import envoy_gateway_deployment_name
 from tests.support import GATEWAY_INPUT, ROUTE_INPUT, examples
@@ -125,6 +126,39 @@ def test_naming_and_placement_are_two_choices(
         envoy_gateway_namespace=EG,
     )
     assert got == want
+
+
+@pytest.mark.parametrize(
+    ("envoy", "want"),
+    [
+        pytest.param(
+            {"serviceType": "NodePort"},
+            (EG, envoy_gateway_deployment_name("platform", "inference")),
+            id="a pinned Deployment leaves the Service Envoy Gateway's hashed name (envoyService.name is unset)",
+        ),
+        pytest.param(
+            {"serviceType": "NodePort", "deploymentNaming": "Generated"},
+            (EG, envoy_gateway_deployment_name("platform", "inference")),
+            id="a generated Deployment and its Service share Envoy Gateway's hashed name",
+        ),
+        pytest.param(
+            {"serviceType": "NodePort", "deployMode": "GatewayNamespace"},
+            ("platform", "inference"),
+            id="in GatewayNamespace mode the Service is named after the Gateway, in its namespace",
+        ),
+    ],
+)
+def test_the_service_observer_names_the_service_envoy_gateway_creates(
+    envoy: dict[str, str], want: tuple[str, str]
+) -> None:
+    plan = GatewayPlan(
+        xr_name="inference",
+        xr_namespace="platform",
+        spec=InferenceGatewaySpec.model_validate({"envoy": envoy}),
+        inp=Input.model_validate(GATEWAY_INPUT),
+    )
+    manifest = gateway_objects(plan)["envoy-service"]["spec"]["forProvider"]["manifest"]
+    assert (manifest["metadata"]["namespace"], manifest["metadata"]["name"]) == want
 
 
 def test_pinned_names_of_gateways_whose_parts_join_alike_differ() -> None:

@@ -17,7 +17,7 @@ from crossplane.function import resource
 
 from function import claims
 from function.conditions import BackendsReason, RoutingReason
-from function.route import GATEWAY_REQUIREMENT
+from function.route.view import GATEWAY_REQUIREMENT
 from tests.support import EXAMPLES, ROUTE_INPUT, by_resource_name, condition, load_yaml, make_request, run
 
 RT = EXAMPLES / "model-route"

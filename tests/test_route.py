@@ -15,10 +15,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from function import readiness
+from function.cel import workload_query
 from function.conditions import BackendsReason, RoutingReason
 from function.naming import unique_name
-from function.readiness import workload_query
-from function.route import GATEWAY_REQUIREMENT
+from function.route.view import GATEWAY_REQUIREMENT
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,

@@ -18,13 +18,14 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import claims
-from function.api import DEFAULT_EXTPROC_MARKER, AvailabilityPolicy
-from function.readiness import (
+from function.api import AvailabilityPolicy
+from function.cel import (
     condition_true_query,
     deployment_rollout_query,
     node_port_query,
     policy_accepted_query,
 )
+from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.cel_eval import eval_reference
 from tests.support import (
     EXAMPLES,

@@ -33,9 +33,12 @@ from kubernetes.client.exceptions import ApiException
 
 from function import naming
 from function import route as composer
-from function.api import DEFAULT_EXTPROC_MARKER, Input, ModelRouteSpec
+from function.api import Input, ModelRouteSpec
 from function.objects import Target
 from function.outcome import Requirement
+from function.route import plan as route_plan
+from function.route.view import GATEWAY_REQUIREMENT, read_gateway
+from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.pki import CA
 from tests.real import toolchain, versions
 from tests.real.controlplane import NODE_IP, NODES, ControlPlane
@@ -1243,11 +1246,11 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
     meta = xr["metadata"]
     ns, name = meta["namespace"], meta["name"]
     spec = ModelRouteSpec.model_validate({k: v for k, v in xr["spec"].items() if k != "crossplane"})
-    held = {composer.ROUTE: Target(ns, name)}
+    held = {route_plan.ROUTE: Target(ns, name)}
     for b in spec.backends:
-        for prefix in (composer.BACKEND_PREFIX, composer.SERVICE_BACKEND_PREFIX):
+        for prefix in (route_plan.BACKEND_PREFIX, route_plan.SERVICE_BACKEND_PREFIX):
             held[prefix + b.name] = Target(ns, f"{name}-{b.name}")
-    plan = composer.RoutePlan(
+    plan = route_plan.RoutePlan(
         xr_name=name,
         xr_namespace=ns,
         spec=spec,
@@ -1255,7 +1258,7 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
         held=held,
     )
     ref = Requirement(api_version=XR_API, kind="InferenceGateway", name=GATEWAY[1], namespace=GATEWAY[0])
-    view = composer.read_gateway({composer.GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
+    view = read_gateway({GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
     assert view.attachment is not None, view.missing
     objects = composer.build_objects(plan, view.attachment)
     out = []

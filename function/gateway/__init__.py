@@ -1,0 +1,187 @@
+"""Compose an InferenceGateway: Gateway, EnvoyProxy, anchor route and observer.
+
+Why each piece exists:
+
+- The **EnvoyProxy** carries replicas and the PodDisruptionBudget, and in
+  Pinned mode the Deployment's name, so the observer knows what to watch
+  without guessing Envoy Gateway's hash.
+- The **Gateway** is what model routes attach to.
+- The **anchor** AIGatewayRoute keeps one effective route attached for the
+  gateway's whole life. Without it, removing the last model route makes Envoy
+  AI Gateway roll the Envoy pods to drop the ext-proc sidecar, and the next
+  model route is served by sidecar-less pods (HTTP 500) until a second rollout
+  finishes. It matches one exact header that is not the model header, so it
+  never appears in `/v1/models`, and a value no client sends.
+- The **observer** is an observe-only, watched Object on the Envoy Deployment
+  whose CEL query says when the rollout is finished with the sidecar in.
+- The **ClientTrafficPolicy** raises Envoy's request buffer: its 32 KiB
+  default rejects ordinary AI request bodies.
+
+GatewayReady is True only when all of these are in effect. Every composed
+resource is emitted on every call, whatever is missing or unready: a missing
+resource changes the condition, never the desired state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from function import cel, readiness
+from function.api import InferenceGatewaySpec, Input, InvalidError, ServiceType
+from function.gateway.anchor import build_anchor
+from function.gateway.manifests import (
+    build_client_traffic_policy,
+    build_envoy_proxy,
+    build_gateway,
+    build_security_policy,
+)
+from function.gateway.plan import (
+    ANCHOR,
+    CLIENT_TRAFFIC_POLICY,
+    ENVOY_PROXY,
+    ENVOY_SERVICE,
+    GATEWAY,
+    OBSERVER,
+    SECURITY_POLICY,
+    GatewayPlan,
+    held_deployment,
+    moved_from,
+)
+from function.gateway.verdict import auth_loaded_in, derive_verdict, published_status, settle
+from function.objects import held_targets, target_ref, wrap, xr_identity
+from function.outcome import Outcome, keep_observed
+from function.upstream import ACCEPTED, PROGRAMMED
+
+
+def build_observer_target(plan: GatewayPlan) -> dict[str, Any]:
+    namespace, name = plan.deployment
+    # Only identity: an observe-only Object must not carry desired fields, and
+    # provider watches match on metadata.namespace, so it is always explicit.
+    return target_ref("apps/v1", "Deployment", name, namespace)
+
+
+def build_service_target(plan: GatewayPlan) -> dict[str, Any]:
+    namespace, name = plan.service
+    return target_ref("v1", "Service", name, namespace)
+
+
+def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
+    """Every composed resource of the gateway, keyed by composition-resource-name."""
+    provider = plan.spec.provider_config_ref
+    ns = plan.xr_namespace
+    objects = {
+        ENVOY_PROXY: wrap(
+            name=plan.object_name("envoyproxy"),
+            namespace=ns,
+            manifest=build_envoy_proxy(plan),
+            provider_config=provider,
+        ),
+        GATEWAY: wrap(
+            name=plan.object_name("gateway"),
+            namespace=ns,
+            manifest=build_gateway(plan),
+            provider_config=provider,
+            cel_query=cel.condition_true_query(PROGRAMMED),
+        ),
+        ANCHOR: wrap(
+            name=plan.object_name("anchor"),
+            namespace=ns,
+            manifest=build_anchor(plan),
+            provider_config=provider,
+            cel_query=cel.condition_true_query(ACCEPTED),
+        ),
+        OBSERVER: wrap(
+            name=plan.object_name("envoy-deployment"),
+            namespace=ns,
+            manifest=build_observer_target(plan),
+            provider_config=provider,
+            cel_query=cel.deployment_rollout_query(
+                plan.spec.envoy.availability_policy, plan.inp.ext_proc_marker_annotation
+            ),
+            observe_only=True,
+        ),
+        # Judged and watched: Conflicted (an older policy on the Gateway) or
+        # Invalid, Envoy keeps its 32 KiB buffer and answers 413 to AI bodies.
+        CLIENT_TRAFFIC_POLICY: wrap(
+            name=plan.object_name("client-traffic-policy"),
+            namespace=ns,
+            manifest=build_client_traffic_policy(plan),
+            provider_config=provider,
+            cel_query=cel.policy_accepted_query(),
+        ),
+    }
+    if plan.spec.envoy.service_type is ServiceType.NODE_PORT:
+        # Watched for the node port the API server assigns: the published URL
+        # carries it. It judges nothing: requests do not wait for our URL.
+        objects[ENVOY_SERVICE] = wrap(
+            name=plan.object_name("envoy-service"),
+            namespace=ns,
+            manifest=build_service_target(plan),
+            provider_config=provider,
+            cel_query=cel.node_port_query(plan.spec.listeners[0].port),
+            observe_only=True,
+        )
+    auth = plan.spec.auth.api_keys
+    if auth is not None:
+        # Judged and watched: while it is not Accepted, every request fails.
+        objects[SECURITY_POLICY] = wrap(
+            name=plan.object_name("security-policy"),
+            namespace=ns,
+            manifest=build_security_policy(plan, auth),
+            provider_config=provider,
+            cel_query=cel.policy_accepted_query(),
+        )
+    return objects
+
+
+def removed_by_spec(name: str) -> bool:
+    """True for an observed resource the spec no longer composes.
+
+    The SecurityPolicy of auth turned off, the Service observer of a gateway
+    that is no longer NodePort. Asked only of observed names this call did
+    not compose, so what the spec still asks for is never dropped.
+    """
+    return name in (SECURITY_POLICY, ENVOY_SERVICE)
+
+
+def compose(
+    xr: Mapping[str, Any],
+    spec: InferenceGatewaySpec,
+    inp: Input,
+    observed: Mapping[str, Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
+) -> Outcome:
+    """The whole InferenceGateway composition for one call; `now` is the call's clock."""
+    xr_name, xr_namespace = xr_identity(xr)
+    plan = GatewayPlan(
+        xr_name=xr_name,
+        xr_namespace=xr_namespace,
+        spec=spec,
+        inp=inp,
+        now=now or datetime.now(UTC),
+        held=held_targets(observed),
+        held_deployment=held_deployment(observed.get(ENVOY_PROXY)),
+    )
+    moved = moved_from(plan)
+    if moved is not None:
+        raise InvalidError(
+            f"spec.namespace: this gateway's resources are in namespace {moved.namespace!r} "
+            f"({moved.name}); a gateway cannot move: create a new InferenceGateway in {plan.namespace!r} "
+            "and delete this one"
+        )
+    outcome = Outcome(resources=build_objects(plan))
+    # Only caller auth, turned off in the spec, may leave; anything else
+    # observed and not composed now is kept.
+    keep_observed(outcome, observed, removed_by_spec)
+    outcome.judge_ready(observed)
+    previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
+    previous = previous if isinstance(previous, str) else None
+    verdict = derive_verdict(plan, observed, previous)
+    outcome.verdict = verdict
+    outcome.ttl = auth_loaded_in(plan, verdict, observed)
+    outcome.status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
+    outcome.announce(xr)
+    return outcome

@@ -1,0 +1,286 @@
+"""GatewayReady from what the Objects observe, and the status the gateway publishes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from function import readiness
+from function.api import Listener, ServiceType
+from function.conditions import GATEWAY_READY, GatewayReason, Verdict
+from function.gateway.plan import (
+    ANCHOR,
+    CLIENT_TRAFFIC_POLICY,
+    ENVOY_SERVICE,
+    GATEWAY,
+    OBSERVER,
+    SECURITY_POLICY,
+    GatewayPlan,
+)
+from function.readiness import RolloutState
+from function.upstream import ACCEPTED, PROGRAMMED
+
+# Envoy Gateway writes a policy's Accepted status and pushes the xDS that
+# carries it from one translation; on the real data plane a keyed request
+# was refused (401) in the second after the SecurityPolicy turned Accepted.
+AUTH_PUSH_BOUND = timedelta(seconds=5)
+
+
+def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
+    plan: GatewayPlan, observer: Mapping[str, Any] | None, settled_template: str | None
+) -> Verdict:
+    namespace, name = plan.deployment
+    where = f"Deployment {namespace}/{name}"
+    if readiness.target_gone(observer):
+        # Whatever manifest and Ready the Object still shows are stale.
+        return _not_ready(
+            GatewayReason.DEPLOYMENT_NOT_FOUND,
+            f"{where} does not exist; check spec.envoy.deploymentNaming, spec.envoy.deployMode "
+            "and spec.envoy.envoyGatewayNamespace",
+        )
+    if readiness.paused(observer):
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"the observer of {where} is paused (crossplane.io/paused): nothing observes the Deployment",
+        )
+    manifest = readiness.observed_manifest(observer)
+    if manifest is None:
+        error = readiness.sync_error(observer)
+        if error is not None:
+            return _not_ready(
+                GatewayReason.NOT_YET_OBSERVED, f"provider-kubernetes cannot observe {where}: {error}"
+            )
+        return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
+    state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
+    waiting = state.waiting_for(plan.spec.envoy.availability_policy)
+    if waiting is None:
+        waiting = state.old_pods_may_drain(settled_template)
+    if waiting is not None:
+        return _not_ready(GatewayReason.ROLLING_OUT, f"{where} is rolling out: {waiting}")
+    if not state.marker_present:
+        return _not_ready(
+            GatewayReason.EXT_PROC_NOT_INJECTED,
+            f"{where} has finished rolling out but its pod template lacks "
+            f"{plan.inp.ext_proc_marker_annotation}: Envoy AI Gateway has not rolled it "
+            "with the ext-proc sidecar yet",
+        )
+    if not readiness.in_effect(observer):
+        # Our reading says done; the provider's CEL evaluation has not caught up.
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"{where} looks rolled out ({state.summary()}); waiting for provider-kubernetes "
+            "to report it Ready",
+        )
+    return Verdict(GATEWAY_READY, True, GatewayReason.AVAILABLE, f"{where}: {state.summary()}")
+
+
+def _not_ready(reason: GatewayReason, message: str) -> Verdict:
+    return Verdict(GATEWAY_READY, False, reason, message)
+
+
+def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | None) -> str | None:
+    """Why the listener routes attach to is not serving, or None when it is Programmed.
+
+    Envoy Gateway's Gateway Programmed ignores listeners (v1.8.1
+    `internal/gatewayapi/status/gateway.go`: an address and one available
+    Envoy replica): an HTTPS listener whose certificate Secret is missing is
+    Programmed=False (ResolvedRefs=False, InvalidCertificateRef) under a
+    Programmed Gateway, and Envoy serves nothing on it. ModelRoutes attach to
+    the first listener only (sectionName), so that is the one read; one not
+    reported yet counts as not serving.
+    """
+    listener = plan.spec.listeners[0].name
+    reported = readiness.get_path(readiness.observed_manifest(gateway), "status", "listeners")
+    found = next(
+        (
+            item
+            for item in (reported if isinstance(reported, list) else [])
+            if isinstance(item, Mapping) and item.get("name") == listener
+        ),
+        None,
+    )
+    if found is None:
+        return f"has not reported listener {listener} yet"
+    programmed = readiness.condition({"status": found}, PROGRAMMED)
+    if programmed is None or programmed.get("status") != "True":
+        why = "" if programmed is None else f" ({programmed.get('reason')}: {programmed.get('message')})"
+        return f"listener {listener} is not Programmed{why}: Envoy serves nothing on it"
+    return None
+
+
+def _policy_state(policy: Mapping[str, Any] | None) -> str:
+    """How an Envoy Gateway policy stands, with the reasons its ancestors give when it is not Accepted."""
+    if policy is None:
+        return "has not been created yet"
+    ancestors = readiness.get_path(readiness.observed_manifest(policy), "status", "ancestors")
+    reasons = sorted(
+        {
+            f"{c.get('reason')}: {c.get('message')}"
+            for a in (ancestors if isinstance(ancestors, list) else [])
+            if isinstance(a, Mapping)
+            for c in [readiness.condition({"status": a}, ACCEPTED)]
+            if c is not None and c.get("status") != "True"
+        }
+    )
+    return "is not Accepted" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None = None
+) -> Verdict:
+    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
+    gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
+    gateway = observed.get(GATEWAY)
+    if not readiness.in_effect(gateway):
+        state = "has not been created yet" if gateway is None else "is not Programmed"
+        return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
+    listener = _listener_not_programmed(plan, gateway)
+    if listener is not None:
+        return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
+    anchor = observed.get(ANCHOR)
+    if not readiness.in_effect(anchor):
+        state = "has not been created yet" if anchor is None else "is not Accepted"
+        return _not_ready(
+            GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
+        )
+    policy = observed.get(SECURITY_POLICY)
+    if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy):
+        state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
+        return _not_ready(
+            GatewayReason.AUTH_NOT_ACCEPTED,
+            f"the API-key SecurityPolicy of {gateway_ref} {state}: "
+            "Envoy Gateway answers every request with 500 until it is",
+        )
+    traffic = observed.get(CLIENT_TRAFFIC_POLICY)
+    if not readiness.in_effect(traffic):
+        return _not_ready(
+            GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+            f"the ClientTrafficPolicy of {gateway_ref} {_policy_state(traffic)}: Envoy keeps its 32 KiB "
+            "request buffer and refuses larger request bodies (413) until it is",
+        )
+    accepted = readiness.policy_accepted_at(policy) if plan.spec.auth.api_keys is not None else None
+    # A stamp further ahead than the bound is a clock that disagrees with ours: not judged.
+    if accepted is not None and -AUTH_PUSH_BOUND < plan.now - accepted < AUTH_PUSH_BOUND:
+        return _not_ready(
+            GatewayReason.AUTH_LOADING,
+            f"Envoy Gateway accepted the API-key SecurityPolicy of {gateway_ref} "
+            f"{max(0, int((plan.now - accepted).total_seconds()))} s ago; Envoy refuses every key until "
+            f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
+        )
+    return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
+
+
+def auth_loaded_in(
+    plan: GatewayPlan, verdict: Verdict, observed: Mapping[str, Mapping[str, Any]]
+) -> timedelta | None:
+    """While Envoy receives the policy: how soon to be called again to say True, not a poll later."""
+    if verdict.reason != GatewayReason.AUTH_LOADING:
+        return None
+    accepted = readiness.policy_accepted_at(observed.get(SECURITY_POLICY))
+    assert accepted is not None
+    # Always more than a second: the verdict holds only while the bound has not passed.
+    return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
+
+
+def listener_url(listener: Listener, address: str, port: int | None) -> str | None:
+    """Where clients reach a listener on `port`, or None where no URL would be right.
+
+    `port` is the listener's own, or for a NodePort Service the node port
+    (the Gateway's address is then a node's); None while that is unknown. A
+    wildcard hostname names no host a client can send (Envoy's virtual host
+    for `*.example.com` matches no request to the bare address), so clients
+    choose the host under it.
+    """
+    if port is None:
+        return None
+    if listener.hostname is not None and listener.hostname.startswith("*"):
+        return None
+    host = listener.hostname or address
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    scheme = "https" if listener.protocol == "HTTPS" else "http"
+    default = 443 if scheme == "https" else 80
+    suffix = "" if port == default else f":{port}"
+    return f"{scheme}://{host}{suffix}"
+
+
+def client_port(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """The port clients reach the first listener on: its own, or the node port once observed.
+
+    Envoy Gateway gives the Service one port per listener port
+    (resource_provider.go, Service: `Port: port.ServicePort`), and the API
+    server assigns that port its node port.
+    """
+    listener = plan.spec.listeners[0]
+    if plan.spec.envoy.service_type is not ServiceType.NODE_PORT:
+        return listener.port
+    service = observed.get(ENVOY_SERVICE)
+    if readiness.target_gone(service):
+        return None
+    return readiness.node_port(readiness.observed_manifest(service), listener.port)
+
+
+def published_status(
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None
+) -> dict[str, Any]:
+    """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
+    gateway: dict[str, Any] = {
+        "name": plan.gateway_name,
+        "namespace": plan.namespace,
+        "listener": plan.spec.listeners[0].name,
+        # Routes from other namespaces read it: with Same, Envoy Gateway refuses them.
+        "allowedRoutes": plan.spec.listeners[0].allowed_routes,
+    }
+    auth = plan.spec.auth.api_keys
+    if auth is not None:
+        # Routes tell their callers that a key is needed, and in which header.
+        gateway["callerAuth"] = {"header": auth.header}
+    addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
+    if isinstance(addresses, list):
+        values: list[str] = [
+            a["value"] for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
+        ]
+        if values:
+            gateway["address"] = values[0]
+            # Routes attach to the first listener only (sectionName), so only
+            # its URL reaches a model.
+            url = listener_url(plan.spec.listeners[0], values[0], client_port(plan, observed))
+            if url is not None:
+                gateway["url"] = url
+                gateway["urls"] = [url]
+    hostname = plan.spec.listeners[0].hostname
+    if hostname is not None:
+        gateway["hostname"] = hostname
+    namespace, name = plan.deployment
+    deployment: dict[str, Any] = {"name": name, "namespace": namespace}
+    observer = observed.get(OBSERVER)
+    manifest = readiness.observed_manifest(observer)
+    # A vanished Deployment's last numbers are history, not status.
+    if manifest is not None and not readiness.target_gone(observer):
+        state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
+        deployment |= {
+            "replicas": state.desired or 0,
+            "updatedReplicas": state.updated or 0,
+            "availableReplicas": state.available or 0,
+            "extProcInjected": state.marker_present,
+        }
+    if settled_template is not None:
+        deployment["settledTemplate"] = settled_template
+    return {"gateway": gateway, "deployment": deployment}
+
+
+def settle(
+    plan: GatewayPlan, verdict: Verdict, observer: Mapping[str, Any] | None, previous: str | None
+) -> str | None:
+    """The pod template the gateway is settled on after this call.
+
+    Once GatewayReady is True on a template, every old pod has finished
+    terminating (or the cluster cannot say, see RolloutState.terminating), so
+    pods that terminate later on the same template are drained pods of the
+    current template, and the others serve.
+    """
+    manifest = readiness.observed_manifest(observer)
+    if not verdict.ready or manifest is None:
+        return previous
+    return RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation).template

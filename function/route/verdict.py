@@ -1,0 +1,293 @@
+"""RoutingReady and BackendsServing from the gateway, the composed resources and the workloads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from function import claims, readiness
+from function.api import Backend, ModelRouteSpec
+from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
+from function.route.plan import (
+    GATEWAY_OBSERVER,
+    ROUTE,
+    SERVICE_BACKEND_PREFIX,
+    TRAFFIC_POLICY,
+    WORKLOAD_PREFIX,
+    RoutePlan,
+)
+from function.route.view import GatewayView
+from function.upstream import ACCEPTED
+
+# How long after Envoy AI Gateway accepts a route (or a backend) its ext-proc
+# may still answer 500 "unknown backend": the controller writes the filter
+# configuration Secret and annotates the Envoy pods so the kubelet refreshes
+# the volume at once; the ext-proc polls the file every 5 s
+# (internal/filterapi/watcher.go). Measured on the real data plane (make
+# integration): 500s until 8-9 s after Accepted. Envoy AI Gateway restamps
+# Accepted on every reconcile (controller.go newConditions), so the stamp is
+# the time of the last configuration write.
+EXTPROC_LOAD_BOUND = timedelta(seconds=15)
+
+
+def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
+    plan: RoutePlan,
+    view: GatewayView,
+    composed: Mapping[str, Any],
+    observed: Mapping[str, Mapping[str, Any]],
+    serving: Mapping[str, bool],
+    *,
+    unresolved: Mapping[str, Sequence[str]],
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> Verdict:
+    """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
+    references readable, route and backends Accepted, configuration loaded, and a backend that
+    takes requests serving."""
+    if view.attachment is None:
+        return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
+    gateway_ready = view.ready
+    where = f"gateway {view.attachment.namespace}/{view.attachment.name}"
+    if view.deleting:
+        # Its Envoy goes with it; GatewayReady may not have caught up yet.
+        return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_READY, f"{where} is being deleted")
+    if view.paused:
+        # A paused InferenceGateway is not reconciled: its GatewayReady is the
+        # last one written, whatever has happened since.
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.GATEWAY_NOT_READY,
+            f"{where} is paused (crossplane.io/paused): its GatewayReady is not kept up to date",
+        )
+    if gateway_ready is None or gateway_ready.get("status") != "True":
+        reason = str((gateway_ready or {}).get("reason") or "Unknown")
+        message = str((gateway_ready or {}).get("message") or "no GatewayReady condition yet")
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.GATEWAY_NOT_READY,
+            f"{where} is not ready: {reason}: {message}",
+        )
+    if view.attachment.allowed_routes == "Same" and view.attachment.namespace != plan.xr_namespace:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ALLOWED,
+            f"the listener {view.attachment.listener} of {where} admits routes from its own namespace only "
+            f"(allowedRoutes Same): Envoy Gateway refuses this route (NotAllowedByListeners) and serves "
+            "none of its requests, while Envoy AI Gateway still says Accepted",
+        )
+    held_by = claims.holder(required, plan.xr_namespace, plan.xr_name)
+    if held_by is not None:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.MODEL_CLAIMED,
+            f"model {plan.model} on {where} is already routed by ModelRoute {held_by}, which is older: "
+            "Envoy serves the oldest route of a model, so this one's backends get none of its requests",
+        )
+    # Before Accepted: upstream accepts the policies and Backends whatever these say.
+    fails_over = readiness.in_effect(observed.get(TRAFFIC_POLICY))
+    takers = taking_requests(plan.spec, fails_over=fails_over)
+    broken = [f"{b.name}: {why}" for b in takers for why in unresolved.get(b.name, ())]
+    if broken:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.REFERENCE_NOT_FOUND,
+            f"upstream cannot read what a backend that takes requests names, so its requests fail: "
+            f"{'; '.join(broken)}",
+        )
+    if not readiness.in_effect(observed.get(ROUTE)):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
+        )
+    # The gateway observer's readiness is the gateway's, judged above from the
+    # required resource Crossplane fetched for this call; workloads are judged
+    # below, as serving or not.
+    waiting = sorted(
+        name
+        for name in composed
+        # The traffic policy decides which backends take requests, not whether any does.
+        if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
+        and not name.startswith(WORKLOAD_PREFIX)
+        and not readiness.in_effect(observed.get(name))
+    )
+    if waiting:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.BACKEND_NOT_ACCEPTED,
+            f"not Accepted yet: {', '.join(waiting)}",
+        )
+    written = config_written_at(composed, observed)
+    # A stamp further ahead than the bound is a clock that disagrees with ours:
+    # it cannot be judged, and must not hold True back for as long as it is ahead.
+    if written is not None and -EXTPROC_LOAD_BOUND < plan.now - written < EXTPROC_LOAD_BOUND:
+        age = max(0, int((plan.now - written).total_seconds()))
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.CONFIG_LOADING,
+            f"Envoy AI Gateway accepted this route's configuration {age} s ago; its ext-proc loads it "
+            f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
+        )
+    if not any(serving[b.name] for b in takers):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.BACKEND_NOT_SERVING,
+            f"no backend that takes the model's requests is serving ({', '.join(b.name for b in takers)}); "
+            f"{serving_details(plan, observed, unresolved)}"
+            + ("" if fails_over or not retries_or_ejection(plan.spec) else f"; {_NO_FALLBACK}")
+            if takers
+            else "every backend has weight 0: no request is sent to any",
+        )
+    return Verdict(
+        ROUTING_READY,
+        True,
+        RoutingReason.AVAILABLE,
+        f"model {plan.model} is served through {where}",
+    )
+
+
+def config_written_at(
+    composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+) -> datetime | None:
+    """When Envoy AI Gateway last wrote configuration for this route: the latest Accepted stamp
+    of the AIGatewayRoute and the AIServiceBackends composed on this call."""
+    stamps = [
+        t
+        for name in composed
+        if name == ROUTE or name.startswith(SERVICE_BACKEND_PREFIX)
+        if (t := readiness.condition_time(observed.get(name), ACCEPTED)) is not None
+    ]
+    return max(stamps) if stamps else None
+
+
+def config_loaded_in(
+    plan: RoutePlan, verdict: Verdict, composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+) -> timedelta | None:
+    """While the configuration loads: how soon to be called again to say True, not a poll later."""
+    if verdict.reason != RoutingReason.CONFIG_LOADING:
+        return None
+    written = config_written_at(composed, observed)
+    assert written is not None
+    # Always more than a second: the verdict holds only while the bound has not passed.
+    return written + EXTPROC_LOAD_BOUND - plan.now + timedelta(seconds=1)
+
+
+def backends_serving(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> dict[str, bool]:
+    """Backend name -> whether it serves: what its policies name is readable, and its workload
+    serves (one without a workloadRef counts: an external provider, nothing to observe)."""
+    return {
+        b.name: b.name not in unresolved
+        and (b.workload_ref is None or readiness.in_effect(observed.get(WORKLOAD_PREFIX + b.name)))
+        for b in plan.spec.backends
+    }
+
+
+# Why only the first priority level counts while the route's BackendTrafficPolicy is not in effect.
+_NO_FALLBACK = (
+    "the BackendTrafficPolicy is not Accepted (Conflicted by an older policy on the route?): "
+    "no retry or ejection moves requests to a lower priority"
+)
+
+
+def retries_or_ejection(spec: ModelRouteSpec) -> bool:
+    """The route's BackendTrafficPolicy asks for a retry policy or passive health checks."""
+    resilience = spec.resilience
+    return resilience.retry.attempts > 0 or resilience.outlier_detection.consecutive_errors > 0
+
+
+def taking_requests(spec: ModelRouteSpec, *, fails_over: bool) -> list[Backend]:
+    """The backends a request can land on: those with weight, in the levels Envoy reaches.
+
+    Envoy sends every request to the highest priority (lowest number) that has
+    healthy hosts, split by weight. A backend behind a Service whose pods are
+    gone still looks healthy to Envoy until something says otherwise. With
+    retries or outlier ejection on (the route's BackendTrafficPolicy, on by
+    default), that something exists: a retry moves to the next priority, and
+    an endpoint that keeps failing is ejected, so every level with weight can
+    take the model's requests. With both off, or while Envoy Gateway has not
+    accepted the policy (`fails_over` False: Conflicted by an older policy on
+    the same HTTPRoute, so neither is configured), a dead first-level backend
+    is never failed over: only the first level counts. A weight of 0 takes
+    nothing; with every weight 0, Gateway API answers every request 500.
+    """
+    weighted = [b for b in spec.backends if b.weight > 0]
+    if not weighted or (fails_over and retries_or_ejection(spec)):
+        return weighted
+    first = min(b.priority for b in weighted)
+    return [b for b in weighted if b.priority == first]
+
+
+def serving_details(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> str:
+    """`<backend>: <how it stands>` for every backend with a workload or an unreadable
+    reference, in spec order."""
+    parts = []
+    for b in plan.spec.backends:
+        said = list(unresolved.get(b.name, ()))
+        if b.workload_ref is not None:
+            said.append(
+                readiness.workload_summary(
+                    b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
+                )
+            )
+        if said:
+            parts.append(f"{b.name}: {', '.join(said)}")
+    return "; ".join(parts) or "no backend names a workload"
+
+
+def serving_verdict(
+    plan: RoutePlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    serving: Mapping[str, bool],
+    unresolved: Mapping[str, Sequence[str]],
+) -> Verdict:
+    """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
+    count = sum(serving.values())
+    total = len(serving)
+    unobserved = sum(b.workload_ref is None and serving[b.name] for b in plan.spec.backends)
+    if count == total:
+        reason = BackendsReason.ALL_SERVING
+    elif count == 0:
+        reason = BackendsReason.NONE_SERVING
+    else:
+        reason = BackendsReason.DEGRADED
+    note = f" ({unobserved} without a workloadRef, counted as serving)" if unobserved else ""
+    return Verdict(
+        BACKENDS_SERVING,
+        count == total,
+        reason,
+        f"{count} of {total} backends serving{note}; {serving_details(plan, observed, unresolved)}",
+    )
+
+
+def published_status(plan: RoutePlan, view: GatewayView) -> dict[str, Any]:
+    """What the route publishes: its model, where it attached, and what its callers must send."""
+    status: dict[str, Any] = {"model": plan.model}
+    if view.attachment is not None:
+        gateway: dict[str, Any] = {
+            "name": view.attachment.name,
+            "namespace": view.attachment.namespace,
+        }
+        if view.attachment.address is not None:
+            gateway["address"] = view.attachment.address
+        if view.attachment.url is not None:
+            gateway["url"] = view.attachment.url
+        status["gateway"] = gateway
+        auth = view.attachment.caller_auth
+        # What a caller of this model must send, if anything.
+        status["callerAuth"] = (
+            {"required": True, "header": auth.header} if auth is not None else {"required": False}
+        )
+    return status
