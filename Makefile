@@ -17,7 +17,7 @@ export CRD_DIR
 SHARED_DIR ?= $(abspath ../shared)
 export SHARED_DIR
 
-.PHONY: run test lint typecheck unit validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration traffic release-refs mutation
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration traffic release-refs mutation
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -44,8 +44,8 @@ run: $(STAMP)
 SHELL_SCRIPTS := .ci/run e2e/run.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check function tests e2e
-	$(BIN)/ruff check function tests e2e
+	$(BIN)/ruff format --check function tests tools e2e
+	$(BIN)/ruff check function tests tools e2e
 	$(BIN)/shellcheck $(SHELL_SCRIPTS)
 	@if command -v nix-instantiate >/dev/null 2>&1; then \
 	  nix-instantiate --parse flake.nix >/dev/null && echo "flake.nix parses"; \
@@ -59,10 +59,15 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# Both XRDs and the Input CRD, generated from the models in function/api.py
+# and the overlays in tools/schemas/; `make test` fails when they differ.
+schemas: $(STAMP)
+	$(BIN)/python -m tools.schemas
+
 # Schema validation against the upstream CRDs; `make test` runs the same checks
 # through pytest and says loudly when they could not run.
 validate: $(STAMP)
-	$(BIN)/python -m tests.validate
+	$(BIN)/python -m tools.validate
 
 crd-check:
 	@if [ -z "$$(find "$(CRD_DIR)" -name '*.yaml' 2>/dev/null | head -1)" ]; then \
@@ -106,7 +111,7 @@ e2e: $(STAMP)
 
 # Latency, throughput, cold start and RSS against an SDK floor (not part of `make test`).
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tools.bench
 
 # The real Crossplane CLI, built from the Go module proxy at the pinned version
 # (tests/real/versions.py) into ~/.cache/function-gateway-readiness (or
@@ -133,12 +138,12 @@ packages: $(STAMP)
 mutation: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[mutation]'
 	rm -rf mutants
-	CRD_DIR=$(abspath $(CRD_DIR)) $(BIN)/python -m tests.mutation
+	CRD_DIR=$(abspath $(CRD_DIR)) $(BIN)/python -m tools.mutation
 
 # Retarget every package reference: make release-refs REGISTRY=ghcr.io/acme VERSION=v0.2.0
 release-refs: $(STAMP)
 	@test -n "$(REGISTRY)" -a -n "$(VERSION)" || { echo "usage: make release-refs REGISTRY=ghcr.io/acme VERSION=v0.2.0"; exit 2; }
-	$(BIN)/python -m tests.release --registry "$(REGISTRY)" --version "$(VERSION)"
+	$(BIN)/python -m tools.release --registry "$(REGISTRY)" --version "$(VERSION)"
 
 integration: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'

@@ -73,13 +73,18 @@ Port = Annotated[int, Field(ge=1, le=65535, strict=False)]
 
 
 class Model(BaseModel):
-    """Base: camelCase on the wire, unknown fields rejected, immutable."""
+    """Base: camelCase on the wire, unknown fields rejected, immutable.
+
+    A field's docstring is its description in the XRDs and the Input CRD,
+    which tools/schemas.py generates from these models.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -135,21 +140,30 @@ class AvailabilityPolicy(StrEnum):
 
 class CertificateRef(Model):
     name: ObjectName
+    """The certificate Secret's name."""
     namespace: Name | None = None
+    """The certificate Secret's namespace; the Gateway's when unset (another needs a ReferenceGrant)."""
 
 
 class ListenerTLS(Model):
     certificate_refs: list[CertificateRef] = Field(min_length=1, max_length=64)
+    """Secrets of type kubernetes.io/tls holding the listener's certificate."""
 
 
 class Listener(Model):
     name: Name
+    """The listener's name, unique on the Gateway; ModelRoutes attach to the first listener by it."""
     protocol: Literal["HTTP", "HTTPS"] = "HTTP"
+    """HTTP or HTTPS (HTTPS needs tls.certificateRefs)."""
     port: Port = 80
+    """The port clients connect to (on the node port for a NodePort Service)."""
     hostname: Annotated[str, Field(max_length=253, pattern=r"^(\*\.)?" + DNS_SUBDOMAIN[1:])] | None = None
+    """The host the listener serves; a wildcard (*.example.com) lets clients choose the host under it."""
     tls: ListenerTLS | None = None
+    """The certificate of an HTTPS listener; an HTTP listener takes none."""
     # Model routes live in their teams' namespaces, so the default admits them.
     allowed_routes: Literal["All", "Same"] = "All"
+    """Which namespaces' routes may attach. ModelRoutes live in teams' namespaces."""
 
     @model_validator(mode="after")
     def _tls_matches_protocol(self) -> Listener:
@@ -162,7 +176,9 @@ class Listener(Model):
 
 class PodDisruptionBudget(Model):
     min_available: Annotated[int, Field(ge=0)] | None = None
+    """Envoy pods that must stay available during voluntary disruptions (node drains)."""
     max_unavailable: Annotated[int, Field(ge=0)] | None = None
+    """Envoy pods that may be unavailable at once during voluntary disruptions."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PodDisruptionBudget:
@@ -192,9 +208,13 @@ class SpreadPolicy(StrEnum):
 
 class Spread(Model):
     policy: SpreadPolicy = SpreadPolicy.PREFERRED
+    """Preferred (ScheduleAnyway), Required (DoNotSchedule: a replica waits Pending, and GatewayReady with it,
+    rather than share a node) or None.
+    """
     topology_key: Annotated[str, Field(min_length=1, max_length=316, pattern=ANNOTATION_KEY)] = (
         "kubernetes.io/hostname"
     )
+    """The node label whose values are the domains replicas spread over."""
 
 
 class Shutdown(Model):
@@ -204,9 +224,13 @@ class Shutdown(Model):
     # gives the pod this plus 5 minutes to terminate. Two minutes lets most
     # streamed answers finish (Envoy Gateway's default is 60 s).
     drain_timeout: Annotated[str, Field(pattern=DURATION)] = "120s"
+    """How long Envoy drains open connections (streamed answers) before it exits; Envoy Gateway gives the pod
+    this plus 5 minutes to terminate.
+    """
     # The least Envoy waits before exiting, for load balancers to stop
     # sending it new connections.
     min_drain_duration: Annotated[str, Field(pattern=DURATION)] = "10s"
+    """The least Envoy waits before exiting, for load balancers to stop sending it new connections."""
 
 
 class AccessLog(Model):
@@ -214,27 +238,51 @@ class AccessLog(Model):
     # counts a ModelRoute records (recordTokenUsage), in place of Envoy
     # Gateway's default line. Off: Envoy Gateway's default access log.
     model_and_tokens: bool = False
+    """One JSON access-log line per request to Envoy's stdout with the model and the input, output and total
+    tokens (a ModelRoute's recordTokenUsage), in place of Envoy Gateway's default line.
+    """
 
 
 class Envoy(Model):
     # Two replicas by default: with one, every Envoy restart is an outage.
     replicas: Annotated[int, Field(ge=1, le=100)] = 2
+    """Envoy proxy replicas. Two by default, so one restarting pod is no outage."""
     pod_disruption_budget: PodDisruptionBudget = Field(default_factory=_default_pdb)
+    """The Envoy pods' PodDisruptionBudget: exactly one of minAvailable and maxUnavailable."""
     gateway_namespace: Name = Field(default="envoy-gateway-system", alias="envoyGatewayNamespace")
+    """Where Envoy Gateway runs (and, in ControllerNamespace mode, the proxy Deployments)."""
     deployment_naming: DeploymentNaming = DeploymentNaming.PINNED
+    """How the Envoy Deployment is named. Pinned sets EnvoyProxy envoyDeployment.name; Generated is Envoy
+    Gateway's default (a hash of the Gateway, or the Gateway's name in GatewayNamespace mode).
+    """
     deploy_mode: DeployMode = DeployMode.CONTROLLER_NAMESPACE
+    """Where Envoy Gateway places proxy Deployments, as its install is configured: ControllerNamespace
+    (envoyGatewayNamespace) or GatewayNamespace (the Gateway's).
+    """
     service_type: ServiceType = ServiceType.LOAD_BALANCER
+    """The Envoy Service type. A Gateway is Programmed only once it has an address: LoadBalancer needs a
+    load-balancer controller; use ClusterIP or NodePort on kind or bare metal.
+    """
     availability_policy: AvailabilityPolicy = AvailabilityPolicy.AT_LEAST_ONE
+    """AtLeastOne (one available pod is enough) or All (every desired replica)."""
     # Replicas on different nodes by default: with the PodDisruptionBudget, a
     # node drain then takes one replica at a time and the others serve.
     spread: Spread = Field(default_factory=Spread)
+    """How Envoy's replicas spread across nodes (a topologySpreadConstraint over this gateway's Envoy pods):
+    with the PodDisruptionBudget, a node drain takes one replica at a time.
+    """
     shutdown: Shutdown = Field(default_factory=Shutdown)
+    """Envoy's graceful drain when a pod stops (EnvoyProxy spec.shutdown)."""
+    """Envoy's graceful drain when a pod stops (EnvoyProxy spec.shutdown)."""
     access_log: AccessLog = Field(default_factory=AccessLog)
+    """Envoy's access log."""
 
 
 class ProviderConfigRef(Model):
     kind: Literal["ClusterProviderConfig", "ProviderConfig"] = "ClusterProviderConfig"
+    """ClusterProviderConfig or ProviderConfig of provider-kubernetes."""
     name: ObjectName = "default"
+    """The provider-kubernetes config the composed Objects use."""
 
 
 def _default_provider_config() -> ProviderConfigRef:
@@ -243,6 +291,7 @@ def _default_provider_config() -> ProviderConfigRef:
 
 class SecretRef(Model):
     name: ObjectName
+    """The Secret's name, in the namespace of what names it."""
 
 
 class RouteNamespacesFrom(StrEnum):
@@ -260,7 +309,9 @@ class RouteNamespaces(Model):
     """Whose routes the gateway's caller auth covers: every route, for now."""
 
     from_: RouteNamespacesFrom = Field(default=RouteNamespacesFrom.ALL, alias="from")
+    """Whose routes need a key: All (every route on the gateway) is the only value accepted."""
     names: Annotated[list[Name], Field(max_length=64)] = Field(default_factory=list)
+    """Refused; must be empty (only from All is accepted)."""
 
     @model_validator(mode="after")
     def _every_route_covered(self) -> RouteNamespaces:
@@ -288,38 +339,61 @@ class APIKeyAuth(Model):
     # Secrets in the gateway's namespace: each key of a Secret is a client's
     # id, its value that client's API key.
     secret_refs: Annotated[list[SecretRef], Field(min_length=1, max_length=16)]
+    """Secrets in the gateway's namespace; each key is a client id, its value that client's API key."""
     # The header clients send their key in. With Authorization, Envoy takes
     # `Bearer <key>` (as OpenAI's SDKs send it) as well as the bare key.
     header: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = DEFAULT_KEY_HEADER
+    """The header clients send their key in; with authorization, Bearer <key> works as OpenAI SDKs send it."""
     # A header that tells backends which client called (the Secret key), if any.
     # Spelt as Envoy Gateway spells it, not as to_camel would ("forwardClientIdHeader").
     forward_client_id_header: (
         Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] | None
     ) = Field(default=None, alias="forwardClientIDHeader")
+    """A header telling backends which client called (its Secret key)."""
     # Whose routes need a key: every route on the gateway. Kept in the API
     # so that XRs written for Same or Names get a fatal naming it (see
     # RouteNamespaces) instead of a schema error on every later update.
     route_namespaces: RouteNamespaces = Field(default_factory=RouteNamespaces)
+    """Whose routes need a key: All, every route on the gateway. Same and Names are refused: Envoy decides
+    caller auth on the route a request first matches, before Envoy AI Gateway picks the model's route from
+    the body, so a route left open would let callers without a key reach covered models.
+    """
 
 
 class Auth(Model):
     # Off unless set: every route on the gateway is open to whoever reaches it.
     api_keys: APIKeyAuth | None = None
+    """Callers send an API key (an Envoy Gateway SecurityPolicy with apiKeyAuth on the Gateway: every route on
+    it). Until the SecurityPolicy is Accepted (a Secret missing), Envoy Gateway answers every request 500
+    and GatewayReady is False with AuthNotAccepted.
+    """
 
 
 class InferenceGatewaySpec(Model):
     gateway_class_name: ObjectName = "envoy-ai-gateway"
+    """The GatewayClass of Envoy Gateway's controller."""
     # Where the Gateway, its EnvoyProxy and the anchor live; the XR's own
     # namespace when unset.
     namespace: Name | None = None
+    """Namespace of the Gateway, its EnvoyProxy and anchor route; the XR's namespace when unset. It cannot
+    change: a gateway does not move (create another InferenceGateway).
+    """
     listeners: list[Listener] = Field(default_factory=_default_listeners, min_length=1, max_length=64)
+    """Gateway listeners. Model routes attach to the first."""
     envoy: Envoy = Field(default_factory=Envoy)
+    """The Envoy proxy: replicas, disruption budget, placement, Service type, drain and access log."""
     # Envoy buffers a request body up to this size; its 32 KiB default is too
     # small for AI request bodies, and Envoy AI Gateway's own example raises
     # it to 50Mi (`examples/basic/basic.yaml`).
     request_buffer_limit: Annotated[str, Field(pattern=QUANTITY)] = "50Mi"
+    """Envoy's per-connection request buffer (ClientTrafficPolicy connection.bufferLimit). Envoy's 32 KiB
+    default is too small for AI request bodies. At most 4294967295 bytes (4Gi - 1): Envoy Gateway refuses
+    more.
+    """
     auth: Auth = Field(default_factory=Auth)
+    """Caller authentication; off unless apiKeys is set."""
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
+    """The provider-kubernetes (namespaced) ProviderConfig the Objects use."""
 
     @field_validator("request_buffer_limit")
     @classmethod
@@ -355,16 +429,21 @@ class InferenceGatewaySpec(Model):
 
 class GatewayRef(Model):
     name: ObjectName
+    """The InferenceGateway's name."""
     # The ModelRoute's own namespace when unset.
     namespace: Name | None = None
+    """The ModelRoute's namespace when unset."""
 
 
 class Endpoint(Model):
     """Exactly one of hostname (FQDN) or ip, as an Envoy Gateway Backend takes."""
 
     hostname: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
+    """The backend's DNS name (a Service's cluster name, a provider's API host)."""
     ip: Annotated[str, Field(pattern=IPV4)] | None = None
+    """The backend's IP address."""
     port: Port
+    """The backend's port."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Endpoint:
@@ -377,7 +456,9 @@ class BackendTLS(Model):
     # Verify the upstream against the system CA bundle, or against a CA in a
     # ConfigMap in the route's namespace; never both (the Backend CRD forbids it).
     ca_config_map_ref: SecretRef | None = Field(default=None, alias="caConfigMapRef")
+    """A ConfigMap in the route's namespace whose ca.crt verifies the backend; the system CAs when unset."""
     sni: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
+    """The server name sent in TLS and checked against the backend's certificate."""
 
 
 class APISchema(Model):
@@ -391,11 +472,14 @@ class APISchema(Model):
         "Anthropic",
         "AWSAnthropic",
     ] = "OpenAI"
+    """The API the backend speaks (its enum lists the schemas Envoy AI Gateway translates)."""
     prefix: Annotated[str, Field(max_length=253)] | None = None
+    """A path prefix the backend's API is served under."""
     # Azure OpenAI's `api-version`. Without it Envoy AI Gateway v1.0.0 sends
     # `?api-version=` empty (seen in `make traffic`), which Azure's
     # deployments API does not accept: every request would fail.
     version: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    """Azure OpenAI's api-version (such as 2025-01-01-preview); required for AzureOpenAI."""
 
     @model_validator(mode="after")
     def _azure_names_its_api_version(self) -> APISchema:
@@ -415,16 +499,22 @@ class AWSCredentials(Model):
     """AWSCredentials: an AWS credentials file held in a Secret; requests are signed with SigV4."""
 
     region: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    """The AWS region of the backend."""
     credentials_secret_ref: SecretRef
+    """A Secret whose key credentials holds an AWS credentials file."""
     profile: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")] | None = None
+    """The profile of the credentials file to use."""
 
 
 class GCPCredentials(Model):
     """GCPCredentials: a service-account credentials file held in a Secret."""
 
     project_name: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    """The GCP project."""
     region: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+    """The GCP region of the backend."""
     credentials_secret_ref: SecretRef
+    """A Secret whose key service_account.json holds a service-account credentials file."""
 
 
 class AzureCredentials(Model):
@@ -433,18 +523,24 @@ class AzureCredentials(Model):
     tenant_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = Field(
         alias="tenantID"
     )
+    """The Entra ID tenant."""
     client_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = Field(
         alias="clientID"
     )
+    """The Entra ID application (client) ID."""
     client_secret_ref: SecretRef
+    """A Secret whose key client-secret holds the client secret."""
 
 
 class Credentials(Model):
     """Cloud credentials for the schemas that take no plain API key; exactly one."""
 
     aws: AWSCredentials | None = None
+    """An AWS credentials file; requests are signed (AWSCredentials)."""
     gcp: GCPCredentials | None = None
+    """A service-account credentials file (GCPCredentials)."""
     azure: AzureCredentials | None = None
+    """An Entra ID client (AzureCredentials)."""
 
     @property
     def cloud(self) -> str:
@@ -466,16 +562,25 @@ class WorkloadRef(Model):
     """The Kubernetes object that serves a backend: a Deployment or StatefulSet of an
     inference server, a KServe InferenceService, ... in the ModelRoute's own namespace."""
 
+    # Bounded lengths keep the XRD's CEL rules on them within the API server's cost budget.
     api_version: Annotated[
-        str, Field(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$")
+        str,
+        Field(max_length=253, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$"),
     ]
-    kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]{0,62}$")]
+    """The workload's apiVersion (apps/v1, serving.kserve.io/v1beta1, ...)."""
+    kind: Annotated[str, Field(max_length=63, pattern=r"^[A-Z][A-Za-z0-9]{0,62}$")]
+    """The workload's kind (Deployment, StatefulSet, InferenceService, ...)."""
     name: ObjectName
+    """The workload's name, in the ModelRoute's namespace."""
     # Never set: present only so that setting it gets a clear refusal.
-    namespace: str | None = None
+    namespace: Annotated[str, Field(max_length=63)] | None = None
+    """Refused when set; the workload is always in this namespace."""
     # A CEL expression over `object` that is true while the workload serves;
     # a built-in one per well-known kind when unset.
     readiness_query: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """A boolean CEL expression over `object`, true while the workload serves. Built in when unset: at least
+    one available replica (Deployment, StatefulSet), else the Ready condition.
+    """
 
     @field_validator("namespace")
     @classmethod
@@ -510,21 +615,39 @@ class WorkloadRef(Model):
 
 class Backend(Model):
     name: Name
+    """The backend's name, unique in the route; it names the backend's composed resources."""
     endpoint: Endpoint
+    """Where the backend listens: exactly one of hostname and ip, and a port."""
     tls: BackendTLS | None = None
+    """TLS to the backend, verified with the system CAs unless caConfigMapRef is set."""
     schema_: APISchema = Field(default_factory=_default_schema, alias="schema")
+    """The API the backend speaks; OpenAI by default."""
     weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+    """The share of requests among backends of the same priority."""
     priority: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    """Backends of priority 0 take requests; higher priorities are fallbacks, tried on retries."""
     # An API key in a Secret (key `apiKey`); the header it is sent in follows
     # the schema (API_KEY_POLICY_BY_SCHEMA).
     api_key_secret_ref: SecretRef | None = None
+    """A Secret in this namespace whose key apiKey is sent as the schema's provider expects it: Authorization
+    Bearer (OpenAI, Cohere), x-api-key (Anthropic), api-key (AzureOpenAI). AWS and GCP schemas take
+    credentials instead.
+    """
     credentials: Credentials | None = None
+    """Cloud credentials (exactly one) for AWS*, GCP* and AzureOpenAI schemas."""
     # The model name sent to this backend, when it differs from the one clients
     # ask for (an Azure deployment name, a provider-versioned name).
     model_name_override: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """The model name sent to this backend when it differs from the one clients send (an Azure deployment
+    name, a provider-versioned name).
+    """
     # What serves this backend, if it runs in the cluster: RoutingReady then
     # needs it serving. Unset for external providers (nothing to observe).
     workload_ref: WorkloadRef | None = None
+    """What serves this backend in the cluster (a Deployment or StatefulSet of an inference server, a KServe
+    InferenceService, ...) in this namespace. RoutingReady then needs it serving; observed by an
+    observe-only, watched Object. Leave unset for external providers.
+    """
 
     @field_validator("api_key_secret_ref")
     @classmethod
@@ -565,10 +688,14 @@ class Timeouts(Model):
     # The whole request, first byte to last (Envoy AI Gateway's default when
     # unset); "0s" turns it off.
     request: Annotated[str, Field(pattern=DURATION)] | None = None
+    """The whole request, first byte to last; Envoy AI Gateway's default when unset; 0s turns it off."""
     # The longest pause between two bytes of a request or a streamed answer: a
     # model that stops streaming mid-answer is cut off after it. "0s" turns
     # it off. Five minutes leaves room for a long first token.
     stream_idle: Annotated[str, Field(pattern=DURATION)] = "300s"
+    """The longest pause between two bytes of a request or a streamed answer (BackendTrafficPolicy
+    timeout.http.streamIdleTimeout); 0s turns it off.
+    """
 
 
 class Retry(Model):
@@ -576,12 +703,14 @@ class Retry(Model):
 
     # Retries after the first attempt; 0 turns retrying off.
     attempts: Annotated[int, Field(ge=0, le=10)] = 2
+    """Retries after the first attempt, each on the next priority; 0 turns retrying off."""
     # Answers retried besides connection failures (a request that never
     # reached the model). The default is the gateway-side 5xx: the model
     # never answered; a 500 from the model itself is not retried twice over.
     status_codes: Annotated[list[Annotated[int, Field(ge=500, le=599)]], Field(max_length=16)] = Field(
         default_factory=lambda: [502, 503, 504]
     )
+    """Answers retried besides connection failures (which are always retried while attempts > 0)."""
 
 
 class OutlierDetection(Model):
@@ -590,26 +719,42 @@ class OutlierDetection(Model):
     # Consecutive 5xx answers, or consecutive connection failures, that eject
     # an endpoint; 0 turns ejection off.
     consecutive_errors: Annotated[int, Field(ge=0, le=1000)] = 5
+    """Consecutive 5xx answers or connection failures that eject an endpoint; 0 turns ejection off."""
     ejection_time: Annotated[str, Field(pattern=DURATION)] = "30s"
+    """How long an ejected endpoint takes no requests."""
 
 
 class Resilience(Model):
     retry: Retry = Field(default_factory=Retry)
+    """Retries: what makes a lower-priority backend a fallback."""
     outlier_detection: OutlierDetection = Field(default_factory=OutlierDetection)
+    """Ejecting endpoints that keep failing."""
 
 
 class ModelRouteSpec(Model):
     gateway_ref: GatewayRef
+    """The InferenceGateway this model is served through."""
     # What clients send in the model field; `<namespace>/<name>` when unset.
     model: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """The model name clients send; <namespace>/<name> when unset."""
     # An AIGatewayRoute rule takes at most 128 backendRefs.
     backends: list[Backend] = Field(min_length=1, max_length=128)
+    """Where requests for the model go: by priority (lower first, the next as fallback), then by weight."""
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    """Request and stream-idle timeouts."""
     resilience: Resilience = Field(default_factory=Resilience)
+    """Retries, fallback to the next priority and passive outlier ejection, set on the route's
+    BackendTrafficPolicy. Fallback to a backend of a higher priority number needs retries.
+    """
     # Record input, output and total tokens of each request in Envoy's dynamic
     # metadata (llmRequestCosts), for token rate limits and usage accounting.
     record_token_usage: bool = True
+    """Record input, output and total tokens per request (llmRequestCosts, Envoy dynamic metadata namespace
+    io.envoy.ai_gateway, keys llm_input_token, llm_output_token, llm_total_token) for token rate limits and
+    usage accounting.
+    """
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
+    """The provider-kubernetes config the composed Objects use."""
 
     @model_validator(mode="after")
     def _unique_backends(self) -> ModelRouteSpec:
@@ -633,18 +778,23 @@ class APIVersions(Model):
     ai_gateway: Literal["aigateway.envoyproxy.io/v1beta1", "aigateway.envoyproxy.io/v1alpha1"] = (
         "aigateway.envoyproxy.io/v1beta1"
     )
+    """Envoy AI Gateway's API version."""
     envoy_gateway: Literal["gateway.envoyproxy.io/v1alpha1"] = "gateway.envoyproxy.io/v1alpha1"
+    """Envoy Gateway's API version."""
     # Spelt as Kubernetes spells acronyms, not as to_camel would ("gatewayApi").
     gateway_api: Literal["gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1"] = Field(
         default="gateway.networking.k8s.io/v1", alias="gatewayAPI"
     )
+    """The Gateway API version of the Gateway."""
 
 
 class XRType(Model):
     """apiVersion and kind of the InferenceGateway XR a ModelRoute reads."""
 
     api_version: Annotated[str, Field(pattern=r"^[a-z0-9.-]+/[a-z0-9]+$")] = "ai.example.org/v1alpha1"
+    """The InferenceGateway XR's apiVersion."""
     kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")] = "InferenceGateway"
+    """The InferenceGateway XR's kind."""
 
 
 class Anchor(Model):
@@ -653,6 +803,7 @@ class Anchor(Model):
     header_name: Annotated[str, Field(min_length=1, max_length=256, pattern=HEADER_NAME)] = (
         "x-gateway-readiness-anchor"
     )
+    """Header the anchor route matches exactly. Never x-ai-eg-model."""
 
     @model_validator(mode="after")
     def _not_model_header(self) -> Anchor:
@@ -678,13 +829,23 @@ class Input(Model):
     kind: Literal["Input"]
     metadata: dict[str, object] | None = None
     compose: Composes
+    """What to compose for the XR at hand: an InferenceGateway (Gateway, EnvoyProxy, anchor route, Deployment
+    observer) or a ModelRoute (route and backends). The XR's kind is never consulted, so XR kinds may be
+    named freely.
+    """
     anchor: Anchor = Field(default_factory=_default_anchor)
+    """The anchor route's match."""
     # Empty string disables the marker clause (for Envoy AI Gateway < v1.1.0).
     ext_proc_marker_annotation: Annotated[
         str, Field(max_length=316, pattern="^$|" + ANNOTATION_KEY[1:].join("()") + "$")
     ] = DEFAULT_EXTPROC_MARKER
+    """Pod-template annotation Envoy AI Gateway stamps when it rolls pods with the ext-proc sidecar. Empty
+    disables the check (Envoy AI Gateway before v1.1.0).
+    """
     api_versions: APIVersions = Field(default_factory=_default_api_versions)
+    """The upstream API versions to compose, as the installed components serve them."""
     gateway_type: XRType = Field(default_factory=_default_xr_type)
+    """apiVersion and kind of the InferenceGateway XR that ModelRoutes reference."""
 
 
 # --- errors -----------------------------------------------------------------

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from function import api
 from function.api import Input
-from tests import release, test_gateway, test_route
+from tests import test_gateway, test_route
 from tests.real import versions
 from tests.support import ROOT, load_yaml, make_request, run
+from tools import release, schemas
 
 PACKAGE = ROOT / "package"
 EXAMPLES = ROOT / "examples"
@@ -301,3 +304,38 @@ def test_the_xrd_declares_every_field_the_function_accepts(xrd: str, model: str)
     doc = load_yaml(CONFIGURATION / xrd)[0]
     schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert _missing(getattr(api, model), schema, "spec") == []
+
+
+@pytest.mark.parametrize("document", [d.path for d in schemas.DOCUMENTS] + [schemas.REFERENCE])
+def test_the_schemas_and_the_field_reference_are_generated_from_the_models(document: str) -> None:
+    """One source: a field's type, bounds, default and description are written once, in
+    function/api.py; the XRDs, the Input CRD and docs/reference.md follow. Run `make schemas`."""
+    wanted = {d.path: schemas.generate(d) for d in schemas.DOCUMENTS} | {
+        schemas.REFERENCE: schemas.reference()
+    }
+    assert (ROOT / document).read_text() == wanted[document], "run make schemas"
+
+
+def test_an_overlay_that_repeats_the_model_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The overlay adds only what a model cannot say: a bound written twice could disagree."""
+    overlay = yaml.safe_load((schemas.OVERLAYS / "modelroute-xrd.yaml").read_text())
+    overlay["extras"]["backends"]["maxItems"] = 7
+    (tmp_path / "modelroute-xrd.yaml").write_text(yaml.safe_dump(overlay))
+    monkeypatch.setattr(schemas, "OVERLAYS", tmp_path)
+    with pytest.raises(ValueError, match="repeat what the model says: \\['maxItems'\\]"):
+        schemas.generate(schemas.Document("x.yaml", "modelroute-xrd.yaml"))
+
+
+def test_every_field_of_the_specs_is_described() -> None:
+    """`kubectl explain` and docs/reference.md say what each field is for."""
+    missing = []
+    for overlay in ("inferencegateway-xrd.yaml", "modelroute-xrd.yaml", "input-crd.yaml"):
+        _, schema = schemas._schema_of(overlay)
+        missing += [
+            f"{overlay}: {path}"
+            for path, node, _ in schemas._fields(schema, "")
+            if not node.get("description")
+        ]
+    assert missing == []

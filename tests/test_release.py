@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import release
+from tools import release
 
 
 def test_every_package_reference_follows_release_env() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests import validate
 from tests.cel_eval import is_statically_bool
 from tests.k8s_schema import Registry, crd_dir, validate_object
 from tests.known_bad import KNOWN_BAD, Bad, errors_for
+from tools import validate
 
 CRDS = crd_dir()
 # In CI (CI=true) a missing ../shared fails the run instead of skipping.

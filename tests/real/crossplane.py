@@ -21,7 +21,6 @@ from typing import Any
 
 import yaml
 
-from tests import release
 from tests.pki import CA
 from tests.real import toolchain
 from tests.real.controlplane import ControlPlane
@@ -31,6 +30,7 @@ from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
 from tests.support import EXAMPLES, ROOT, load_yaml
+from tools import release
 
 FUNCTION = "function-gateway-readiness"
 # Crossplane's XR watch circuit breaker (v2.2: a burst of 50 composed-resource

@@ -1,6 +1,6 @@
 """Everything the project emits and ships, validated against the real upstream CRDs.
 
-`python -m tests.validate` (what `make validate` runs) prints one summary line:
+`python -m tools.validate` (what `make validate` runs) prints one summary line:
 `validated N manifests against M CRDs: E errors, R rules evaluated, U not evaluated`,
 then the rules not evaluated, and exits non-zero on any error or on a known-bad
 manifest the validator fails to reject.

@@ -6,7 +6,7 @@ render manifests, the real control plane, the kind run) is listed here with
 how it spells the reference, so one command retargets them all and a test
 keeps them from drifting apart.
 
-    python -m tests.release --registry ghcr.io/acme --version v0.2.0
+    python -m tools.release --registry ghcr.io/acme --version v0.2.0
 """
 
 from __future__ import annotations
