@@ -17,7 +17,7 @@ export CRD_DIR
 SHARED_DIR ?= $(abspath ../shared)
 export SHARED_DIR
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration traffic release-refs mutation
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration integration-oldest traffic release-refs mutation
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -117,9 +117,10 @@ bench: $(STAMP)
 # (tests/real/versions.py) into ~/.cache/function-gateway-readiness (or
 # $FGR_CACHE_DIR); reused when there. Needs Go 1.26.
 crossplane-cli: $(STAMP)
-	$(BIN)/python -m tests.real.toolchain crank
+	$(BIN)/python -m tests.real.toolchain crossplane-cli
 
-# crossplane render, beta validate and xpkg build against this function and
+# crossplane render, validate and xpkg build (the CLI users install and the
+# oldest supported) against this function and
 # everything shipped; ends with one `conformance:` line.
 conformance: $(STAMP)
 	$(BIN)/python -m tests.real.conformance
@@ -148,6 +149,15 @@ release-refs: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
 	$(BIN)/python -m tests.real.integration
+
+# The oldest stack supported (versions.env: Crossplane and Envoy AI Gateway
+# *_OLDEST_VERSION), on the scenarios whose outcome differs between the stacks:
+# the ext-proc marker (v1.0.0 writes none), and how a route follows its
+# gateway (v2.2 does not watch required resources).
+OLDEST_SCENARIOS := new_gateway,model_route,route_follows_gateway,observer_ablation,last_route_removed
+integration-oldest: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	FGR_STACK=oldest FGR_SCENARIOS=$(OLDEST_SCENARIOS) $(BIN)/python -m tests.real.integration
 
 # Requests through a real Envoy configured from what the function renders:
 # Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,

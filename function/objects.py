@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -66,14 +67,21 @@ def wrap(
     }
 
 
-def xr_identity(xr: Mapping[str, Any]) -> tuple[str, str]:
-    """(name, namespace) of the XR, which every Object name and default namespace derive from.
+def plan_basis(
+    xr: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]], now: datetime | None
+) -> dict[str, Any]:
+    """What every composer's plan starts from: the XR's name and namespace, the call's clock, held targets.
 
-    Crossplane always sends both (the XRs are namespaced); "" stands in for
-    neither ever being missing.
+    Crossplane always sends the XR's name and namespace (the XRs are
+    namespaced); "" stands in for neither ever being missing.
     """
     metadata = xr.get("metadata") or {}
-    return str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+    return {
+        "xr_name": str(metadata.get("name", "")),
+        "xr_namespace": str(metadata.get("namespace", "")),
+        "now": now or datetime.now(UTC),
+        "held": held_targets(observed),
+    }
 
 
 def target_ref(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:

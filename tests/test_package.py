@@ -92,12 +92,13 @@ def test_the_configuration_depends_on_this_function_and_provider_kubernetes() ->
 
 
 def test_the_configuration_claims_no_crossplane_older_than_the_one_that_runs() -> None:
-    # The floor is the minor release the real control plane runs (versions.env):
-    # an older one has never run, and a newer floor would refuse what does.
+    # The floor is the minor release of the oldest stack the real control plane
+    # runs (versions.env, FGR_STACK=oldest): an older one has never run, and a
+    # newer floor would refuse what does.
     meta = load_yaml(ROOT / "examples" / "configuration" / "crossplane.yaml")[0]
     floor = re.fullmatch(r">=v(\d+)\.(\d+)\.0", meta["spec"]["crossplane"]["version"])
     assert floor is not None, meta["spec"]["crossplane"]["version"]
-    runs = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", versions.PINS["CROSSPLANE_VERSION"])
+    runs = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", versions.PINS["CROSSPLANE_OLDEST_VERSION"])
     assert runs is not None
     assert floor.groups() == runs.groups()
 
@@ -339,3 +340,27 @@ def test_every_field_of_the_specs_is_described() -> None:
             if not node.get("description")
         ]
     assert missing == []
+
+
+def _defaulted_nodes(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, node)] if "default" in node else []
+    for name, prop in (node.get("properties") or {}).items():
+        found += _defaulted_nodes(prop, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        found += _defaulted_nodes(node["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("overlay", ["inferencegateway-xrd.yaml", "modelroute-xrd.yaml", "input-crd.yaml"])
+def test_every_default_satisfies_the_rules_of_its_own_schema(overlay: str) -> None:
+    """The API server checks a default against the CEL rules beneath it without applying the
+    defaults nested in it: it refused an XRD whose listeners default was `[{name: http}]`
+    ("no such key: port"), so a default must satisfy them as written."""
+    from tests.k8s_schema import Report, check_rules  # noqa: PLC0415
+
+    _, schema = schemas._schema_of(overlay)
+    report = Report()
+    for path, node in _defaulted_nodes(schema, "spec"):
+        check_rules(node, node["default"], report, path)
+    assert report.errors == []
+    assert report.rules_evaluated > 0 or overlay == "input-crd.yaml"

@@ -15,7 +15,7 @@ import pytest
 
 from tests.real import conformance, packages, toolchain, versions
 from tests.real.dataplane import DataPlane
-from tests.real.versions import CROSSPLANE, Component
+from tests.real.versions import CROSSPLANE_OLDEST, Component
 
 XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
 OBJ = {
@@ -60,7 +60,8 @@ def test_the_cache_lives_outside_the_clone_keyed_by_version(
 ) -> None:
     monkeypatch.setenv("FGR_CACHE_DIR", str(tmp_path))
     assert (
-        toolchain.binary_path(CROSSPLANE, "crank") == tmp_path / f"crossplane-{CROSSPLANE.version}" / "crank"
+        toolchain.binary_path(CROSSPLANE_OLDEST, "crank")
+        == tmp_path / f"crossplane-{CROSSPLANE_OLDEST.version}" / "crank"
     )
     monkeypatch.delenv("FGR_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -228,3 +229,63 @@ def test_the_data_plane_starts_a_pod_only_once_its_volumes_can_be_mounted(
 ) -> None:
     plane: Any = SimpleNamespace(kube=_Secrets(*present))
     assert DataPlane._missing_source(plane, _BUNDLE_POD) == missing
+
+
+def test_a_core_render_reads_as_the_in_process_one_without_what_the_core_adds_itself() -> None:
+    """CLI v2.5 renders in a v2.4 core, which adds its own conditions, refs, UIDs and events;
+    the function's results come back as events of its pipeline step."""
+    xr = {
+        "apiVersion": "ai.example.org/v1alpha1",
+        "kind": "InferenceGateway",
+        "spec": {"crossplane": {"resourceRefs": [{"kind": "Object", "name": "a"}]}},
+        "status": {
+            "conditions": [
+                {"type": "Responsive", "status": "True"},
+                {"type": "GatewayReady", "status": "False"},
+                {"type": "Synced", "status": "True"},
+                {"type": "Ready", "status": "False"},
+            ]
+        },
+    }
+    obj = {"kind": "Object", "metadata": {"ownerReferences": [{"kind": "InferenceGateway", "uid": "d1c0"}]}}
+    api = "render.crossplane.io/v1beta1"
+    events = [
+        {
+            "apiVersion": api,
+            "kind": "Result",
+            "message": "Successfully selected composition: x",
+            "severity": "Normal",
+        },
+        {
+            "apiVersion": api,
+            "kind": "Result",
+            "message": 'Pipeline step "compose": GatewayReady: no',
+            "severity": "Warning",
+        },
+        {
+            "apiVersion": api,
+            "kind": "Result",
+            "message": 'Composed resource "a" is not yet ready',
+            "severity": "Normal",
+        },
+    ]
+    assert conformance.as_in_process_render([xr, obj, *events]) == [
+        {
+            "apiVersion": "ai.example.org/v1alpha1",
+            "kind": "InferenceGateway",
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "False"},
+                    {"type": "GatewayReady", "status": "False"},
+                ]
+            },
+        },
+        {"kind": "Object", "metadata": {"ownerReferences": [{"kind": "InferenceGateway", "uid": ""}]}},
+        {
+            "apiVersion": api,
+            "kind": "Result",
+            "message": "GatewayReady: no",
+            "severity": "SEVERITY_WARNING",
+            "step": "compose",
+        },
+    ]

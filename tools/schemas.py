@@ -143,9 +143,15 @@ def _from_fields(model: type[BaseModel], node: dict[str, Any]) -> None:
 
 
 def _dumped(value: Any) -> Any:
-    """A default as the API server applies it: only what differs from the nested defaults."""
+    """A default written out whole.
+
+    The API server checks a default against the CEL rules of its schema
+    without first applying the defaults nested in it (the real one refused
+    `listeners: [{name: http}]`: "no such key: port"), so every field with a
+    value is written.
+    """
     if isinstance(value, BaseModel):
-        return value.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+        return value.model_dump(by_alias=True, exclude_none=True, mode="json")
     if isinstance(value, list):
         return [_dumped(v) for v in value]
     return value

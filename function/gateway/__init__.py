@@ -25,7 +25,7 @@ resource changes the condition, never the desired state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from function import cel, readiness
@@ -50,7 +50,7 @@ from function.gateway.plan import (
     moved_from,
 )
 from function.gateway.verdict import auth_loaded_in, derive_verdict, published_status, settle
-from function.objects import held_targets, target_ref, wrap, xr_identity
+from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, keep_observed
 from function.upstream import ACCEPTED, PROGRAMMED
 
@@ -155,14 +155,10 @@ def compose(
     now: datetime | None = None,
 ) -> Outcome:
     """The whole InferenceGateway composition for one call; `now` is the call's clock."""
-    xr_name, xr_namespace = xr_identity(xr)
     plan = GatewayPlan(
-        xr_name=xr_name,
-        xr_namespace=xr_namespace,
+        **plan_basis(xr, observed, now),
         spec=spec,
         inp=inp,
-        now=now or datetime.now(UTC),
-        held=held_targets(observed),
         held_deployment=held_deployment(observed.get(ENVOY_PROXY)),
     )
     moved = moved_from(plan)

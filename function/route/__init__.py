@@ -28,13 +28,13 @@ a route never composed stays uncomposed until the gateway can be read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from function import cel, claims, references
 from function.api import Input, ModelRouteSpec, WorkloadRef
 from function.conditions import GATEWAY_READY, as_observed
-from function.objects import held_targets, target_ref, wrap, xr_identity
+from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 from function.resilience import build_traffic_policy
 from function.route.manifests import (
@@ -181,14 +181,10 @@ def compose(
     now: datetime | None = None,
 ) -> Outcome:
     """The whole ModelRoute composition for one call; `now` is the call's clock (tests fix it)."""
-    xr_name, xr_namespace = xr_identity(xr)
     plan = RoutePlan(
-        xr_name=xr_name,
-        xr_namespace=xr_namespace,
+        **plan_basis(xr, observed, now),
         spec=spec,
         inp=inp,
-        now=now or datetime.now(UTC),
-        held=held_targets(observed),
     )
     ref = Requirement(
         api_version=inp.gateway_type.api_version,

@@ -28,7 +28,7 @@ from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
-from tests.real.versions import CROSSPLANE, PROVIDER_KUBERNETES
+from tests.real.versions import PROVIDER_KUBERNETES, RUNNING_CROSSPLANE
 from tests.support import EXAMPLES, ROOT, load_yaml
 from tools import release
 
@@ -65,7 +65,9 @@ class CrossplaneStack:
 
     def start(self) -> None:
         self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CROSSPLANE_NS}})
-        for crd in _crds(module_dir(CROSSPLANE.module, CROSSPLANE.version) / "cluster" / "crds"):
+        for crd in _crds(
+            module_dir(RUNNING_CROSSPLANE.module, RUNNING_CROSSPLANE.version) / "cluster" / "crds"
+        ):
             self.kube.apply(crd)
         for crd in _crds(
             module_dir(PROVIDER_KUBERNETES.module, PROVIDER_KUBERNETES.version) / "package" / "crds"
@@ -106,7 +108,13 @@ class CrossplaneStack:
         ports = [free_port() for _ in range(3)]
         self.sup.start(
             "crossplane",
-            [str(toolchain.ensure(CROSSPLANE, "crossplane")), "core", "start", "--debug", *CROSSPLANE_ARGS],
+            [
+                str(toolchain.ensure(RUNNING_CROSSPLANE, "crossplane")),
+                "core",
+                "start",
+                "--debug",
+                *CROSSPLANE_ARGS,
+            ],
             env={
                 "KUBECONFIG": str(self.cp.kubeconfig),
                 "POD_NAMESPACE": CROSSPLANE_NS,

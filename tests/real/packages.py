@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.real import toolchain
 from tests.real.process import run
-from tests.real.versions import CROSSPLANE
+from tests.real.versions import CROSSPLANE_OLDEST as CROSSPLANE_CLI
 from tests.support import EXAMPLES, ROOT, yaml_docs
 
 CONFIGURATION = EXAMPLES / "configuration"
@@ -113,7 +113,7 @@ def build(crank: Path, outdir: Path) -> dict[str, list[str]]:
 def main(argv: list[str]) -> int:
     outdir = Path(argv[0] if argv else ROOT / "_output")
     try:
-        crank = toolchain.ensure(CROSSPLANE, "crank")
+        crank = toolchain.ensure(CROSSPLANE_CLI, "crank")
     except toolchain.ToolchainError as e:
         print(e, file=sys.stderr)
         return 1

@@ -24,6 +24,8 @@ from pathlib import Path
 from tests.real.versions import (
     CONTROLLER_TOOLS,
     CROSSPLANE,
+    CROSSPLANE_CLI,
+    CROSSPLANE_OLDEST,
     ENVOY_AI_GATEWAY,
     ENVOY_GATEWAY,
     ETCD,
@@ -39,6 +41,8 @@ COMPONENTS = {
     c.name: c
     for c in (
         CROSSPLANE,
+        CROSSPLANE_CLI,
+        CROSSPLANE_OLDEST,
         ETCD,
         KUBERNETES,
         KWOK,

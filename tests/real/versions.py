@@ -8,6 +8,7 @@ every dependency, so a build is the same on every machine.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,12 +44,32 @@ class Component:
     archive: str | None = None
 
 
-# v2.2.x is the last line whose CLI renders in-process (v2.3+ hands rendering
-# to a core binary); cmd/crossplane in the same module is Crossplane core.
+# The Crossplane CLI users install: its render hands rendering to a core
+# binary (`crossplane internal render`, given with --crossplane-binary), which
+# needs no Docker; validate is `crossplane resource validate`.
+CROSSPLANE_CLI = Component(
+    name="crossplane-cli",
+    module="github.com/crossplane/cli/v2",
+    version=PINS["CROSSPLANE_CLI_VERSION"],
+    binaries={"crossplane-cli": "github.com/crossplane/cli/v2/cmd/crossplane"},
+)
+
+# Crossplane core, the control plane the integration runs. From v2.3 the CLI
+# is a module of its own, so the core's wrapper module builds only the core.
 CROSSPLANE = Component(
-    name="crossplane",
+    name="crossplane-core",
     module="github.com/crossplane/crossplane/v2",
     version=PINS["CROSSPLANE_VERSION"],
+    binaries={"crossplane": "github.com/crossplane/crossplane/v2/cmd/crossplane"},
+)
+
+# The oldest Crossplane supported, and its CLI: v2.2.x is the last line whose
+# CLI (cmd/crank) renders in-process (v2.3+ hands rendering to a core binary);
+# cmd/crossplane in the same module is that release's core (FGR_STACK=oldest).
+CROSSPLANE_OLDEST = Component(
+    name="crossplane",
+    module="github.com/crossplane/crossplane/v2",
+    version=PINS["CROSSPLANE_OLDEST_VERSION"],
     binaries={
         "crank": "github.com/crossplane/crossplane/v2/cmd/crank",
         "crossplane": "github.com/crossplane/crossplane/v2/cmd/crossplane",
@@ -147,3 +168,10 @@ CONTROLLER_TOOLS = Component(
     version=PINS["CONTROLLER_TOOLS_VERSION"],
     binaries={"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
 )
+
+
+# The stack the integration runs: the newest (by default), or with
+# FGR_STACK=oldest the oldest supported (Crossplane, Envoy AI Gateway).
+OLDEST_STACK = os.environ.get("FGR_STACK") == "oldest"
+RUNNING_CROSSPLANE = CROSSPLANE_OLDEST if OLDEST_STACK else CROSSPLANE
+RUNNING_AI_GATEWAY = ENVOY_AI_GATEWAY_OLDEST if OLDEST_STACK else ENVOY_AI_GATEWAY

@@ -1,0 +1,235 @@
+"""What every integration scenario works with: the names, the Env over the real cluster, the waits and the
+documents the scenarios apply.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from function.upstream import DEFAULT_EXTPROC_MARKER
+from tests.real import versions
+from tests.real.dataplane import DataPlane
+from tests.real.envoy import EG_NS
+from tests.real.kube import Kube, condition, wait
+from tests.real.prober import Prober
+from tests.real.upstreams import Upstream
+from tests.support import EXAMPLES
+
+XR_API = "ai.example.org/v1alpha1"
+
+
+OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
+
+
+AIGW_API = "aigateway.envoyproxy.io/v1beta1"
+
+
+INPUT_API = "gatewayreadiness.fn.crossplane.io/v1alpha1"
+
+
+GATEWAY = ("platform", "inference")
+
+
+ROUTE = ("team-a", "llama")
+
+
+EXTPROC = "ai-gateway-extproc"
+
+
+# The Envoy AI Gateway that runs: the newest by default; FGR_STACK=oldest the
+# oldest supported (tests/real/versions.py).
+AI_GATEWAY = versions.RUNNING_AI_GATEWAY
+
+
+# The Input's extProcMarkerAnnotation on that release: v1.1.0 writes
+# aigateway.envoyproxy.io/extproc-config-hash (the function's default);
+# v1.0.0 writes none, and "" is the documented setting for it.
+MARKER = "" if AI_GATEWAY is versions.ENVOY_AI_GATEWAY_OLDEST else DEFAULT_EXTPROC_MARKER
+
+
+# Generous bounds for what is not measured against the truth bound: a new
+# gateway's first rollout, the provider's 30 s re-read of a not-Ready Object.
+CONVERGE_S = 300
+
+
+# The example ModelRoute's first backend: vllm.team-a.svc.cluster.local:8000.
+VLLM_PORT = 8000
+
+
+@dataclass
+class Report:
+    name: str
+    ok: bool = False
+    lags: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def ts(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+class Env:
+    """The running stack, and what scenarios need to read and change it."""
+
+    def __init__(self, kube: Kube, prober: Prober, plane: DataPlane, vllm: Upstream) -> None:
+        self.kube = kube
+        self.prober = prober
+        self.plane = plane
+        # The fake model server behind the example route's first backend.
+        self.vllm = vllm
+        # The caller keys a scenario has made valid, by header: the prober sends them.
+        self.keys: dict[str, str] = {}
+
+    def xr(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        return self.kube.get(XR_API, kind, name, ns)
+
+    def gateway(self) -> dict[str, Any] | None:
+        return self.xr("InferenceGateway", *GATEWAY)
+
+    def route(self, ns: str = ROUTE[0], name: str = ROUTE[1]) -> dict[str, Any] | None:
+        return self.xr("ModelRoute", ns, name)
+
+    def deployment(self) -> dict[str, Any] | None:
+        ref = ((self.gateway() or {}).get("status") or {}).get("deployment") or {}
+        if not ref.get("name"):
+            return None
+        return self.kube.get("apps/v1", "Deployment", ref["name"], ref["namespace"])
+
+    def live_pods(self) -> list[dict[str, Any]]:
+        return [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The gateway's Envoy pods, terminating ones included."""
+        return self.kube.list(
+            "v1",
+            "Pod",
+            EG_NS,
+            label_selector=f"gateway.envoyproxy.io/owning-gateway-name={GATEWAY[1]},"
+            f"gateway.envoyproxy.io/owning-gateway-namespace={GATEWAY[0]}",
+        )
+
+    def objects(self, ns: str) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in self.kube.list(OBJECT_API, "Object", ns)}
+
+
+def has_extproc(pod: dict[str, Any]) -> bool:
+    spec = pod["spec"]
+    return any(
+        c["name"] == EXTPROC for c in [*spec.get("containers", []), *(spec.get("initContainers") or [])]
+    )
+
+
+def rolled_out(dep: dict[str, Any] | None) -> bool:
+    if dep is None:
+        return False
+    st = dep.get("status") or {}
+    return (
+        st.get("observedGeneration", 0) >= dep["metadata"]["generation"]
+        and st.get("replicas") == st.get("updatedReplicas")
+        and not st.get("terminatingReplicas")
+    )
+
+
+def true(obj: dict[str, Any] | None, typ: str) -> bool:
+    return condition(obj, typ).get("status") == "True"
+
+
+def pod_ready_at(pod: dict[str, Any]) -> float:
+    return ts(condition(pod, "Ready").get("lastTransitionTime"))
+
+
+def availability(dep: dict[str, Any]) -> str:
+    """The EnvoyProxy's spread and drain, as Envoy Gateway rendered them into the real Deployment."""
+    template = dep["spec"]["template"]
+    constraints = template["spec"].get("topologySpreadConstraints") or []
+    assert len(constraints) == 1, f"want one spread constraint in the Envoy pods, got {constraints}"
+    selector = constraints[0]["labelSelector"]["matchLabels"]
+    labels = template["metadata"]["labels"]
+    # A selector that names no pod spreads nothing: it must match Envoy Gateway's own labels.
+    assert selector.items() <= labels.items(), (
+        f"spread selector {selector} does not match pod labels {labels}"
+    )
+    grace = template["spec"]["terminationGracePeriodSeconds"]
+    # Envoy Gateway gives the pod the drain timeout (120 s by default) plus 5 minutes.
+    assert grace == 420, f"terminationGracePeriodSeconds {grace}, want 420 for a 120 s drain"
+    return f"spread {constraints[0]['whenUnsatisfiable']} over {constraints[0]['topologyKey']} selects the pods, grace {grace} s"
+
+
+def route_doc() -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLES / "model-route" / "xr.yaml").read_text())
+
+
+def patch_gateway(env: Env, envoy: dict[str, Any]) -> None:
+    xr = copy.deepcopy(env.gateway())
+    assert xr is not None
+    doc = {
+        "apiVersion": XR_API,
+        "kind": "InferenceGateway",
+        "metadata": {"name": GATEWAY[1], "namespace": GATEWAY[0]},
+    }
+    doc["spec"] = {
+        **{k: v for k, v in xr["spec"].items() if k != "crossplane"},
+        "envoy": {**xr["spec"]["envoy"], **envoy},
+    }
+    env.kube.apply(doc)
+
+
+def gateway_follows(env: Env, r: Report, reason: str) -> dict[str, Any]:
+    """After a change made just now: wait for GatewayReady's `reason` (True for Available), record the lag."""
+    changed = time.time()
+    gw = wait(
+        f"GatewayReady {reason}",
+        lambda: (g := env.gateway()) and condition(g, "GatewayReady").get("reason") == reason and g,
+        CONVERGE_S,
+    )
+    r.lags.append(ts(condition(gw, "GatewayReady")["lastTransitionTime"]) - int(changed))
+    return gw
+
+
+def set_listeners(env: Env, listeners: list[dict[str, Any]]) -> None:
+    # A merge patch replaces the list whole; Crossplane co-owns the spec.
+    env.kube.merge_patch(
+        XR_API, "InferenceGateway", GATEWAY[1], GATEWAY[0], {"spec": {"listeners": listeners}}
+    )
+
+
+def set_paused(env: Env, api: str, kind: str, name: str, ns: str, *, paused: bool) -> None:
+    obj = env.kube.get(api, kind, name, ns)
+    assert obj is not None, f"{kind} {ns}/{name} not found"
+    annotations = {"crossplane.io/paused": "true"} if paused else {"crossplane.io/paused": None}
+    env.kube.merge_patch(api, kind, name, ns, {"metadata": {"annotations": annotations}})
+
+
+def model_route_doc(where: tuple[str, str], model: str, backends: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ModelRoute at (namespace, name) on the run's gateway."""
+    return {
+        "apiVersion": XR_API,
+        "kind": "ModelRoute",
+        "metadata": {"name": where[1], "namespace": where[0]},
+        "spec": {
+            "gatewayRef": {"name": GATEWAY[1], "namespace": GATEWAY[0]},
+            "model": model,
+            "backends": backends,
+        },
+    }
+
+
+def route_doc_one_backend() -> dict[str, Any]:
+    doc = route_doc()
+    doc["spec"]["backends"] = [b for b in doc["spec"]["backends"] if b["name"] != "hosted"]
+    return doc
+
+
+def accepted_conditions(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Envoy Gateway policy's Accepted conditions, one per ancestor it reports."""
+    ancestors = (policy.get("status") or {}).get("ancestors") or []
+    return [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]

@@ -1,0 +1,638 @@
+"""Integration scenarios of the ModelRoute: routes, backends, workloads, policies, claims, upgrades."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from function import naming
+from function import route as composer
+from function.api import Input, ModelRouteSpec
+from function.objects import Target
+from function.outcome import Requirement
+from function.route import plan as route_plan
+from function.route.view import GATEWAY_REQUIREMENT, read_gateway
+from tests.real.harness import (
+    AIGW_API,
+    CONVERGE_S,
+    GATEWAY,
+    INPUT_API,
+    OBJECT_API,
+    ROUTE,
+    VLLM_PORT,
+    XR_API,
+    Env,
+    Report,
+    accepted_conditions,
+    model_route_doc,
+    pod_ready_at,
+    rolled_out,
+    route_doc,
+    route_doc_one_backend,
+    set_paused,
+    true,
+    ts,
+)
+from tests.real.kube import condition, wait
+from tests.real.prober import chat
+from tests.support import EXAMPLES
+
+
+def model_route(env: Env, r: Report) -> None:
+    """A ModelRoute: route and backends Accepted by the real controller; RoutingReady True after GatewayReady."""
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTE[0]}})
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hosted-api-key", "namespace": ROUTE[0]},
+            "stringData": {"apiKey": "sk-test"},
+        }
+    )
+    env.kube.apply(route_doc())
+    route = wait(
+        "RoutingReady=True", lambda: (rt := env.route()) and true(rt, "RoutingReady") and rt, CONVERGE_S
+    )
+    gw = env.gateway()
+    routing_at = ts(condition(route, "RoutingReady")["lastTransitionTime"])
+    gateway_at = ts(condition(gw, "GatewayReady")["lastTransitionTime"])
+    assert routing_at >= gateway_at, "RoutingReady turned True before GatewayReady"
+    accepted = []
+    for kind in ("AIGatewayRoute", "AIServiceBackend"):
+        for obj in env.kube.list(AIGW_API, kind, ROUTE[0]):
+            assert true(obj, "Accepted"), (
+                f"{kind} {obj['metadata']['name']} not Accepted: {obj.get('status')}"
+            )
+            accepted.append(ts(condition(obj, "Accepted")["lastTransitionTime"]))
+    r.lags.append(routing_at - max([gateway_at, *accepted]))
+    r.notes.append(f"{len(accepted)} route and backend objects Accepted by Envoy AI Gateway")
+
+
+def remove_backend(env: Env, r: Report) -> None:
+    """Remove one backend: garbage collection deletes exactly its resources; delete the route: all of it goes."""
+    before = env.objects(ROUTE[0])
+    hosted = {n for n in before if "hosted" in n}
+    assert len(hosted) == 3, f"want the hosted backend's 3 Objects, have {sorted(hosted)}"
+    doc = route_doc()
+    doc["spec"]["backends"] = [b for b in doc["spec"]["backends"] if b["name"] != "hosted"]
+    env.kube.apply(doc)
+    after = wait(
+        "the hosted backend's Objects deleted",
+        lambda: (o := env.objects(ROUTE[0])) and not (set(o) & hosted) and o,
+        120,
+    )
+    assert set(after) == set(before) - hosted, f"kept {sorted(after)}, want {sorted(set(before) - hosted)}"
+    backends = [b["metadata"]["name"] for b in env.kube.list(AIGW_API, "AIServiceBackend", ROUTE[0])]
+    assert all("hosted" not in b for b in backends), backends
+    env.kube.delete(XR_API, "ModelRoute", ROUTE[1], ROUTE[0])
+    wait("every Object of the route deleted", lambda: not env.objects(ROUTE[0]), 120)
+    wait("the AIGatewayRoute deleted", lambda: not env.kube.list(AIGW_API, "AIGatewayRoute", ROUTE[0]), 120)
+    r.notes.append(f"{len(hosted)} Objects of one backend deleted, {len(after)} kept, then all deleted")
+
+
+def route_before_gateway_ready(env: Env, r: Report) -> None:
+    """A ModelRoute whose gateway is not ready yet: everything composed, RoutingReady False
+    with GatewayNotReady, then True once the gateway is."""
+    gw = yaml.safe_load((EXAMPLES / "inference-gateway" / "xr.yaml").read_text())
+    gw["metadata"]["name"] = "inference-b"
+    gw["spec"]["envoy"] = {"serviceType": "ClusterIP"}
+    env.kube.apply(gw)
+    # The gateway publishes where routes attach at once, long before it is ready.
+    wait(
+        "inference-b publishing status.gateway, not ready",
+        lambda: (
+            (g := env.xr("InferenceGateway", GATEWAY[0], "inference-b"))
+            and ((g.get("status") or {}).get("gateway") or {}).get("name")
+            and not true(g, "GatewayReady")
+        ),
+        60,
+    )
+    route = route_doc_one_backend()
+    route["metadata"]["name"] = "mistral"
+    route["spec"]["model"] = "mistral-7b"
+    route["spec"]["gatewayRef"]["name"] = "inference-b"
+    env.kube.apply(route)
+    composed_while_not_ready = 0
+    reasons: set[str] = set()
+    deadline = time.monotonic() + CONVERGE_S
+    while time.monotonic() < deadline:
+        rt = env.route(ROUTE[0], "mistral")
+        gb = env.xr("InferenceGateway", GATEWAY[0], "inference-b")
+        if true(rt, "RoutingReady"):
+            assert true(gb, "GatewayReady"), "RoutingReady True before its gateway's GatewayReady"
+            break
+        reasons.add(str(condition(rt, "RoutingReady").get("reason")))
+        if not true(gb, "GatewayReady"):
+            composed_while_not_ready = max(
+                composed_while_not_ready, sum("mistral" in n for n in env.objects(ROUTE[0]))
+            )
+        time.sleep(0.25)
+    else:
+        raise AssertionError(
+            f"RoutingReady never True: {condition(env.route(ROUTE[0], 'mistral'), 'RoutingReady')}"
+        )
+    # The route, its Backend and AIServiceBackend, its BackendTrafficPolicy and the gateway observer.
+    assert composed_while_not_ready == 5, (
+        f"{composed_while_not_ready} of 5 route resources composed before the gateway was ready"
+    )
+    gateway_at = ts(condition(gb, "GatewayReady")["lastTransitionTime"])
+    r.lags.append(ts(condition(rt, "RoutingReady")["lastTransitionTime"]) - gateway_at)
+    r.notes.append("all 5 route resources composed while the gateway was not ready")
+
+
+# Every condition follows the world within this many seconds, both ways (README).
+TRUTH_BOUND_S = 5
+
+
+def _roll_and_follow(env: Env) -> dict[str, float]:
+    """Roll the Envoy Deployment under a Ready route: how late each condition followed, in seconds."""
+    dep = env.deployment()
+    assert dep is not None, "want the Envoy Deployment"
+    assert true(env.route(), "RoutingReady"), "want a Ready route on a ready gateway"
+    started = time.time()
+    env.kube.merge_patch(
+        "apps/v1",
+        "Deployment",
+        dep["metadata"]["name"],
+        dep["metadata"]["namespace"],
+        {
+            "spec": {
+                "template": {"metadata": {"annotations": {"example.org/restarted-at": str(int(started))}}}
+            }
+        },
+    )
+
+    def flipped(get: Callable[[], dict[str, Any] | None], typ: str, status: bool) -> dict[str, Any]:
+        return wait(  # type: ignore[no-any-return]
+            f"{typ}={status}", lambda: (o := get()) and true(o, typ) == status and o, 300, interval=0.1
+        )
+
+    gw_down = flipped(env.gateway, "GatewayReady", False)
+    rt_down = flipped(env.route, "RoutingReady", False)
+    gw_up = flipped(env.gateway, "GatewayReady", True)
+    rt_up = flipped(env.route, "RoutingReady", True)
+
+    def at(obj: dict[str, Any], typ: str) -> float:
+        return ts(condition(obj, typ)["lastTransitionTime"])
+
+    lags = {
+        "GatewayReady False after the rollout began": at(gw_down, "GatewayReady") - int(started),
+        "RoutingReady False after GatewayReady": at(rt_down, "RoutingReady") - at(gw_down, "GatewayReady"),
+        "RoutingReady True after GatewayReady": at(rt_up, "RoutingReady") - at(gw_up, "GatewayReady"),
+    }
+    wait(
+        "the rollout settled", lambda: rolled_out(env.deployment()) and true(env.route(), "RoutingReady"), 120
+    )
+    return lags
+
+
+def _gateway_observer(env: Env) -> dict[str, Any]:
+    return next(o for n, o in env.objects(ROUTE[0]).items() if "gateway-observer" in n)
+
+
+def route_follows_gateway(env: Env, r: Report) -> None:
+    """An Envoy rollout under a Ready route: GatewayReady and RoutingReady turn False and back
+    within seconds, driven by watch events (the route's gateway observer), not by the TTL."""
+    observer = _gateway_observer(env)
+    for typ in ("Synced", "Ready"):
+        assert true(observer, typ), f"the route's gateway observer is not {typ}: {observer.get('status')}"
+    lags = _roll_and_follow(env)
+    r.lags.extend(lags.values())
+    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
+    assert not late, f"conditions followed later than {TRUTH_BOUND_S} s: {late}"
+    r.notes.append(", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+
+
+def observer_ablation(env: Env, r: Report) -> None:
+    """Issue #27 item 4, measured: the same rollout with the route's gateway observer paused
+    (crossplane.io/paused: the provider stops reading the gateway, so it wakes nobody). Crossplane
+    v2.4 watches the resources a function required, so the route should follow as fast without it;
+    v2.2 does not, and the route then follows at its next TTL-driven call. A measurement, not a
+    bound; the seconds a late route says True are an ablation's, counted apart."""
+    observer = _gateway_observer(env)
+    name = observer["metadata"]["name"]
+    set_paused(env, OBJECT_API, "Object", name, ROUTE[0], paused=True)
+    try:
+        with env.prober.ablation():
+            lags = _roll_and_follow(env)
+    finally:
+        set_paused(env, OBJECT_API, "Object", name, ROUTE[0], paused=False)
+    r.notes.append("with the observer paused: " + ", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+
+
+def _model_server(name: str, replicas: int) -> dict[str, Any]:
+    """A model server's Deployment in the route's namespace (kwok runs no container)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ROUTE[0]},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+            },
+        },
+    }
+
+
+def backend_scaled_to_zero(env: Env, r: Report) -> None:
+    """A model's own server scaled to zero and back: RoutingReady follows within seconds
+    (BackendNotServing, then Available), through the route's watched workload observer."""
+    server = _model_server("vllm-llama", 1)
+    env.kube.apply(server)
+    # The provider's dry-run patch of observed workloads in this application namespace, as shipped.
+    env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
+    doc = route_doc_one_backend()
+    doc["spec"]["backends"][0]["workloadRef"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "vllm-llama",
+    }
+    env.kube.apply(doc)
+    wait(
+        "RoutingReady=True with the server observed serving",
+        lambda: (
+            (rt := env.route())
+            and true(rt, "RoutingReady")
+            and "vllm: 1 of 1 replicas available" in str(condition(rt, "BackendsServing").get("message"))
+        ),
+        CONVERGE_S,
+    )
+
+    def scale(replicas: int) -> float:
+        env.kube.merge_patch(
+            "apps/v1", "Deployment", "vllm-llama", ROUTE[0], {"spec": {"replicas": replicas}}
+        )
+        return time.time()
+
+    def reason_is(reason: str) -> dict[str, Any]:
+        return wait(  # type: ignore[no-any-return]
+            f"RoutingReady {reason}",
+            lambda: (rt := env.route()) and condition(rt, "RoutingReady").get("reason") == reason and rt,
+            60,
+            interval=0.1,
+        )
+
+    # Its Service loses every endpoint at once; to the gateway this is a fault to detect. The
+    # prober hears of the fault first: a request sent between the server going down and the
+    # prober being told was counted as a lie (CI, both routes on this server, one second).
+    env.prober.fault()
+    env.vllm.down = True
+    down_at = scale(0)
+    down = reason_is("BackendNotServing")
+    message = condition(down, "RoutingReady")["message"]
+    assert "vllm: " in message, message
+    assert "of 0 replicas available" in message, message
+    up_at = scale(1)
+    wait(
+        "the new replica Ready",
+        lambda: any(
+            true(p, "Ready")
+            for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
+            if not p["metadata"].get("deletionTimestamp")
+        ),
+        60,
+        interval=0.1,
+    )
+    env.vllm.down = False
+    up = reason_is("Available")
+    server_ready = max(
+        pod_ready_at(p)
+        for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
+        if not p["metadata"].get("deletionTimestamp")
+    )
+    lags = {
+        "RoutingReady False after the scale to zero": ts(
+            condition(down, "RoutingReady")["lastTransitionTime"]
+        )
+        - int(down_at),
+        "RoutingReady True after the new replica was Ready": ts(
+            condition(up, "RoutingReady")["lastTransitionTime"]
+        )
+        - server_ready,
+    }
+    r.lags.extend(lags.values())
+    assert up_at <= server_ready + 1
+    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
+    assert not late, f"RoutingReady followed the model's server later than {TRUTH_BOUND_S} s: {late}"
+    r.notes.append(", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+
+
+def missing_secret(env: Env, r: Report) -> None:
+    """Issue #25 item 1: a backend's API-key Secret missing. Envoy AI Gateway accepts every object and
+    drops the backend, so requests fail; RoutingReady says ReferenceNotFound, and True once the Secret
+    exists and requests succeed (the prober judges both)."""
+    key_name = "vllm-api-key"
+    env.kube.delete("v1", "Secret", key_name, ROUTE[0])
+    doc = route_doc_one_backend()
+    doc["spec"]["backends"][0]["apiKeySecretRef"] = {"name": key_name}
+    env.kube.apply(doc)
+    wait(
+        "RoutingReady=False ReferenceNotFound",
+        lambda: condition(env.route(), "RoutingReady").get("reason") == "ReferenceNotFound",
+        CONVERGE_S,
+    )
+    wait(
+        "the BackendSecurityPolicy Accepted without its Secret",
+        lambda: (
+            (p := env.kube.list(AIGW_API, "BackendSecurityPolicy", ROUTE[0]))
+            and all(true(x, "Accepted") for x in p)
+        ),
+        CONVERGE_S,
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = doc["spec"]["model"]
+    failed = wait(
+        "a request refused while the Secret is missing",
+        lambda: (a := chat(port, model)) and not a.ok and a,
+        60,
+    )
+    message = condition(env.route(), "RoutingReady")["message"]
+    assert f"Secret {ROUTE[0]}/{key_name} not found" in message, message
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": key_name, "namespace": ROUTE[0]},
+            "stringData": {"apiKey": "sk-vllm"},
+        }
+    )
+    started = time.monotonic()
+    wait("RoutingReady=True with the Secret in place", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+    wait("a request served", lambda: chat(port, model).ok, 60)
+    r.notes.append(
+        f"every object Accepted and requests answered {failed.status} while the Secret was missing; "
+        f"True {time.monotonic() - started:.0f} s after it was created"
+    )
+    env.kube.apply(route_doc_one_backend())
+
+
+def traffic_policy_conflicted(env: Env, r: Report) -> None:
+    """Issue #25 item 4: a ModelRoute whose first priority is dead (its Deployment scaled to zero, nothing
+    listening) and whose fallback serves. An older BackendTrafficPolicy on its HTTPRoute makes ours
+    Conflicted, so no retry reaches the fallback and every request fails: RoutingReady says
+    BackendNotServing. The older policy deleted: ours Accepted, retries fail over, RoutingReady True
+    and requests served (the prober judges both)."""
+    name, model = "fallback", "fallback-model"
+    http_route = naming.unique_name(name, identity=("route",))
+    env.kube.apply(_btp("platform-older", http_route))
+    time.sleep(2)  # Envoy Gateway resolves conflicts by age: this one is older by whole seconds.
+    env.kube.apply(_model_server("vllm-dead", 0))
+    env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
+    env.kube.apply(
+        model_route_doc(
+            (ROUTE[0], name),
+            model,
+            [
+                {
+                    "name": "dead",
+                    # Nothing listens there: every request to it is refused.
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT + 1},
+                    "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm-dead"},
+                },
+                {
+                    "name": "live",
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT},
+                    "priority": 1,
+                },
+            ],
+        )
+    )
+    route = lambda: env.kube.get(XR_API, "ModelRoute", name, ROUTE[0])  # noqa: E731
+    ours = wait(
+        "our BackendTrafficPolicy with Envoy Gateway's verdict",
+        lambda: (
+            (
+                p := env.kube.get(
+                    "gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", http_route, ROUTE[0]
+                )
+            )
+            and accepted_conditions(p)
+            and p
+        ),
+        CONVERGE_S,
+    )
+    verdict = accepted_conditions(ours)
+    assert all(c["status"] == "False" for c in verdict), verdict
+    wait(
+        "RoutingReady BackendNotServing, saying the policy is not Accepted",
+        lambda: (
+            "BackendTrafficPolicy is not Accepted" in condition(route(), "RoutingReady").get("message", "")
+        ),
+        CONVERGE_S,
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    failed = wait(
+        "a request refused without failover", lambda: (a := chat(port, model)) and not a.ok and a, 60
+    )
+    r.notes.append(
+        f"ours {', '.join(c['reason'] for c in verdict)} under an older policy: requests {failed.status}, "
+        "RoutingReady BackendNotServing"
+    )
+    started = time.monotonic()
+    env.kube.delete("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", "platform-older", ROUTE[0])
+    wait("RoutingReady True once ours is Accepted", lambda: true(route(), "RoutingReady"), CONVERGE_S)
+    wait("a request served by the fallback", lambda: chat(port, model).ok, 60)
+    r.notes.append(
+        f"the older policy deleted: True and served through the fallback in {time.monotonic() - started:.0f} s"
+    )
+    env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
+    wait("the fallback ModelRoute gone", lambda: route() is None, CONVERGE_S)
+
+
+def _btp(name: str, http_route: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "BackendTrafficPolicy",
+        "metadata": {"name": name, "namespace": ROUTE[0]},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": http_route}],
+            "timeout": {"http": {"streamIdleTimeout": "60s"}},
+        },
+    }
+
+
+def gateway_rate_limit(env: Env, r: Report) -> None:
+    """Issue #25 item 4: a platform's Gateway-level BackendTrafficPolicy (a local rate limit, for
+    requests carrying one header the prober never sends) still limits a ModelRoute's requests: the
+    route's own policy merges into it (mergeType StrategicMerge) instead of replacing it."""
+    name = "platform-limits"
+    env.kube.apply(
+        {
+            "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+            "kind": "BackendTrafficPolicy",
+            "metadata": {"name": name, "namespace": GATEWAY[0]},
+            "spec": {
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY[1]}],
+                "rateLimit": {
+                    "type": "Local",
+                    "local": {
+                        "rules": [
+                            {
+                                "clientSelectors": [{"headers": [{"name": "x-limited", "value": "yes"}]}],
+                                "limit": {"requests": 2, "unit": "Minute"},
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = route_doc()["spec"]["model"]
+    limited = wait(
+        "a limited request answered 429 through the ModelRoute",
+        lambda: (a := chat(port, model, {"x-limited": "yes"})) and a.status == 429 and a,
+        60,
+        interval=0.5,
+    )
+    assert chat(port, model).ok  # the prober's kind of request is not limited
+    r.notes.append(f"the Gateway-level limit answered {limited.status} through the route's merged policy")
+    env.kube.delete("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", name, GATEWAY[0])
+
+
+def model_claimed(env: Env, r: Report) -> None:
+    """Issue #25 item 3: a second ModelRoute, in another team's namespace, claims the model team-a's
+    route already serves, with a backend where nothing listens. Envoy keeps serving the older route (the
+    prober would count team-a's failures as lies otherwise); the younger says ModelClaimed naming it."""
+    squat = ("team-b", "squat")
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": squat[0]}})
+    model = route_doc()["spec"]["model"]
+    env.kube.apply(
+        model_route_doc(
+            squat,
+            model,
+            [
+                {
+                    "name": "nothing",
+                    "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT + 1},
+                }
+            ],
+        )
+    )
+    squatter = lambda: env.kube.get(XR_API, "ModelRoute", squat[1], squat[0])  # noqa: E731
+    said = wait(
+        "the younger route says ModelClaimed",
+        lambda: (c := condition(squatter(), "RoutingReady")).get("reason") == "ModelClaimed" and c,
+        CONVERGE_S,
+    )
+    assert f"ModelRoute {ROUTE[0]}/{ROUTE[1]}" in said["message"], said
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    for _ in range(5):  # the older route keeps the model: its backend answers
+        assert chat(port, model).ok
+        assert true(env.route(), "RoutingReady"), condition(env.route(), "RoutingReady")
+        time.sleep(1)
+    r.notes.append(f"the younger route: {said['message'].split(':')[0]}; the older kept serving")
+    env.kube.delete(XR_API, "ModelRoute", squat[1], squat[0])
+    wait("the squatting ModelRoute gone", lambda: squatter() is None, CONVERGE_S)
+
+
+def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
+    """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
+    is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
+    the old one; deleting the ModelRoute deletes what v0.1.0 created, and the model stops being routed."""
+    where, model = ("team-up", "legacy"), "legacy-model"
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": where[0]}})
+    doc = model_route_doc(
+        where,
+        model,
+        [{"name": "vllm", "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT}}],
+    )
+    # Paused until v0.1.0's resources are in place, so this version composes nothing first.
+    doc["metadata"]["annotations"] = {"crossplane.io/paused": "true"}
+    env.kube.apply(doc)
+    xr = wait("the paused ModelRoute", lambda: env.route(*where), 30)
+    refs = []
+    for obj in _v0_1_0_objects(env, xr):
+        env.kube.apply(obj)
+        refs.append({"apiVersion": OBJECT_API, "kind": "Object", "name": obj["metadata"]["name"]})
+    env.kube.merge_patch(
+        XR_API, "ModelRoute", where[1], where[0], {"spec": {"crossplane": {"resourceRefs": refs}}}
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    wait("v0.1.0's route serves the model", lambda: chat(port, model).ok, CONVERGE_S)
+    set_paused(env, XR_API, "ModelRoute", where[1], where[0], paused=False)
+    wait(
+        "RoutingReady=True after the upgrade",
+        lambda: (rt := env.route(*where)) and true(rt, "RoutingReady") and rt,
+        CONVERGE_S,
+    )
+    # RoutingReady may read an Object's status from before the provider applied
+    # this version's manifest: judge once every Object reports the manifest it holds now.
+    wait("the provider applied every Object", lambda: _applied(env.objects(where[0])), CONVERGE_S)
+    routes = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIGatewayRoute", where[0]))
+    assert routes == [where[1]], f"AIGatewayRoutes after the upgrade: {routes} (v0.1.0 named it {where[1]!r})"
+    backends = sorted(o["metadata"]["name"] for o in env.kube.list(AIGW_API, "AIServiceBackend", where[0]))
+    assert backends == [f"{where[1]}-vllm"], backends
+    assert chat(port, model).ok
+    objects = env.objects(where[0])
+    assert {ref["name"] for ref in refs} <= set(objects), sorted(objects)
+    env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+    wait("every Object of the route deleted", lambda: not env.objects(where[0]), 120)
+    wait("no AIGatewayRoute left", lambda: not env.kube.list(AIGW_API, "AIGatewayRoute", where[0]), 120)
+    wait("the model no longer routed", lambda: not chat(port, model).ok, CONVERGE_S)
+    r.notes.append(
+        f"v0.1.0's {len(refs)} Objects taken over: AIGatewayRoute {routes[0]} kept its name, "
+        f"{len(objects) - len(refs)} Objects added; deleting the route removed every target"
+    )
+
+
+def _applied(objects: dict[str, dict[str, Any]]) -> bool:
+    """Every Object Synced, its observed target the one its manifest names."""
+    for obj in objects.values():
+        wanted = obj["spec"]["forProvider"]["manifest"]["metadata"]["name"]
+        seen = (((obj.get("status") or {}).get("atProvider") or {}).get("manifest") or {}).get(
+            "metadata"
+        ) or {}
+        if not true(obj, "Synced") or seen.get("name") != wanted:
+            return False
+    return bool(objects)
+
+
+def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Objects v0.1.0 composed for `xr`: its names (`<xr>-<backend>`, the route `<xr>`), no
+    BackendTrafficPolicy or gateway observer, owned by the XR as Crossplane owns composed resources."""
+    meta = xr["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    spec = ModelRouteSpec.model_validate({k: v for k, v in xr["spec"].items() if k != "crossplane"})
+    held = {route_plan.ROUTE: Target(ns, name)}
+    for b in spec.backends:
+        for prefix in (route_plan.BACKEND_PREFIX, route_plan.SERVICE_BACKEND_PREFIX):
+            held[prefix + b.name] = Target(ns, f"{name}-{b.name}")
+    plan = route_plan.RoutePlan(
+        xr_name=name,
+        xr_namespace=ns,
+        spec=spec,
+        inp=Input.model_validate({"apiVersion": INPUT_API, "kind": "Input", "compose": "ModelRoute"}),
+        held=held,
+    )
+    ref = Requirement(api_version=XR_API, kind="InferenceGateway", name=GATEWAY[1], namespace=GATEWAY[0])
+    view = read_gateway({GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
+    assert view.attachment is not None, view.missing
+    objects = composer.build_objects(plan, view.attachment)
+    out = []
+    for key in sorted(held):
+        obj = objects[key]
+        obj["metadata"] = {
+            "name": f"{name}-{key}",
+            "namespace": ns,
+            "annotations": {"crossplane.io/composition-resource-name": key},
+            "labels": {"crossplane.io/composite": name},
+            "ownerReferences": [
+                {
+                    "apiVersion": XR_API,
+                    "kind": "ModelRoute",
+                    "name": name,
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        out.append(obj)
+    return out
