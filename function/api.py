@@ -846,6 +846,13 @@ class Input(Model):
     """The upstream API versions to compose, as the installed components serve them."""
     gateway_type: XRType = Field(default_factory=_default_xr_type)
     """apiVersion and kind of the InferenceGateway XR that ModelRoutes reference."""
+    observe_gateway: bool = True
+    """Compose, per ModelRoute, an observe-only, watched Object of its InferenceGateway, which wakes the
+    route when the gateway changes. Crossplane before v2.4 needs it for a route to follow its gateway
+    within seconds; v2.4 and later watch the resources a function requires, and a route follows as fast
+    without it. false (Crossplane v2.4+) saves an Object, a watched target and a provider reconcile per
+    route, and removes the observer of routes that have one.
+    """
 
 
 # --- errors -----------------------------------------------------------------

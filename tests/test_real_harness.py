@@ -289,3 +289,32 @@ def test_a_core_render_reads_as_the_in_process_one_without_what_the_core_adds_it
             "step": "compose",
         },
     ]
+
+
+def test_a_second_sigterm_does_not_cut_the_teardown_short(tmp_path: Path) -> None:
+    """A killed run unwinds through its `finally` blocks once; a second SIGTERM (timeout
+    forwarding the one pkill also sent) must not interrupt that teardown."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    done = tmp_path / "torn-down"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, time
+        from tests.real.processes import stop_cleanly_on_sigterm
+        stop_cleanly_on_sigterm()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # the second one, mid-teardown
+            time.sleep(0.2)
+            open({str(done)!r}, "w").write("yes")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 128 + 15, out.stderr
+    assert done.read_text() == "yes"

@@ -1551,3 +1551,34 @@ def test_an_observe_only_object_follows_the_desired_name() -> None:
     got = desired(run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW))))
     assert (before, _target_name(got["workload-vllm"])) == (before, "vllm-v2")
     assert before != "vllm-v2"
+
+
+# --- the gateway observer, where Crossplane watches required resources (issue #27) -----------
+
+NO_OBSERVER_INPUT = {**ROUTE_INPUT, "observeGateway": False}
+
+
+@pytest.mark.parametrize(("gateway", "required"), sorted(GATEWAY_STATES.items()), ids=str)
+def test_with_the_observer_turned_off_a_route_composes_everything_else_and_says_the_same(
+    gateway: str, required: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Crossplane v2.4+ watches the InferenceGateway the function requires; the observer only woke
+    the route. Without it, the same resources but the observer, and the same conditions."""
+    on = run(make_request(XR, ROUTE_INPUT, COMPOSED, required))
+    off = run(make_request(XR, NO_OBSERVER_INPUT, COMPOSED, required))
+    assert set(desired(on)) - set(desired(off)) == OBSERVER_ONLY, gateway
+    assert set(desired(off)) == set(desired(on)) - OBSERVER_ONLY
+    assert [(c.type, c.status, c.reason, c.message) for c in off.conditions] == [
+        (c.type, c.status, c.reason, c.message) for c in on.conditions
+    ]
+
+
+def test_turning_the_observer_off_removes_exactly_it_from_a_route_that_has_one() -> None:
+    """Never by accident: with the default, an observed observer stays whatever the gateway's
+    state; only the Input's observeGateway: false takes it out, and nothing else with it."""
+    observer = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["gateway-observer"]
+    observed = {**COMPOSED, "gateway-observer": observer, "legacy-thing": copy.deepcopy(COMPOSED["route"])}
+    for required in (gw_required(READY_GW), ABSENT, NOT_FETCHED):
+        assert "gateway-observer" in desired(run(make_request(XR, ROUTE_INPUT, observed, required)))
+        off = desired(run(make_request(XR, NO_OBSERVER_INPUT, observed, required)))
+        assert set(off) == set(observed) - {"gateway-observer"}, required

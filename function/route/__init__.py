@@ -200,16 +200,25 @@ def compose(
     )
     view = read_gateway(required, ref)
 
-    composed: dict[str, Any] = {GATEWAY_OBSERVER: build_gateway_observer(plan, ref)}
+    composed: dict[str, Any] = {}
+    if inp.observe_gateway:
+        composed[GATEWAY_OBSERVER] = build_gateway_observer(plan, ref)
     if view.attachment is not None:
         composed |= build_objects(plan, view.attachment)
     outcome.resources = dict(composed)
+
+    def unobserved(name: str) -> bool:
+        # The observer leaves only when the Input turns it off, never by accident.
+        return name == GATEWAY_OBSERVER and not inp.observe_gateway
+
     if view.attachment is None:
         # Where to attach is unknown: everything composed before stays as it
         # was, but for the exemption, which is never kept.
-        keep_observed(outcome, observed, never_kept)
+        keep_observed(outcome, observed, lambda name: never_kept(name) or unobserved(name))
     else:
-        keep_observed(outcome, observed, lambda name: never_kept(name) or removed_by_spec(name))
+        keep_observed(
+            outcome, observed, lambda name: never_kept(name) or removed_by_spec(name) or unobserved(name)
+        )
     outcome.judge_ready(observed)
 
     # Whose workload serves: read once, for RoutingReady and BackendsServing.

@@ -33,7 +33,15 @@ def stop_cleanly_on_sigterm() -> None:
     blocks, which left every component, pod process and network namespace of
     a killed run behind, holding the ports the next run needs.
     """
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+    def unwind(signum: int, _frame: object) -> None:
+        # Once: a second SIGTERM (`timeout` forwarding the one a developer's
+        # pkill also sent) would cut the teardown short and leave a run's
+        # processes behind, as it did on 2026-12-02.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
 
 
 def free_port() -> int:
