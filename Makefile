@@ -17,7 +17,7 @@ export CRD_DIR
 SHARED_DIR ?= $(abspath ../shared)
 export SHARED_DIR
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration integration-oldest traffic release-refs mutation
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale traffic release-refs mutation
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -158,6 +158,13 @@ OLDEST_SCENARIOS := new_gateway,model_route,route_follows_gateway,observer_ablat
 integration-oldest: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
 	FGR_STACK=oldest FGR_SCENARIOS=$(OLDEST_SCENARIOS) $(BIN)/python -m tests.real.integration
+
+# Issue #32: ROUTES ModelRoutes on one gateway through an Envoy rollout; fails
+# on any route-second of RoutingReady True while the gateway is not ready.
+ROUTES ?= 100
+scale: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	FGR_ROUTES=$(ROUTES) FGR_SCENARIOS=new_gateway,model_route,rollout_at_scale $(BIN)/python -m tests.real.integration
 
 # Requests through a real Envoy configured from what the function renders:
 # Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,

@@ -61,6 +61,7 @@ from tests.real.scenarios_route import (
     model_route,
     observer_ablation,
     remove_backend,
+    rollout_at_scale,
     route_before_gateway_ready,
     route_follows_gateway,
     traffic_policy_conflicted,
@@ -92,6 +93,9 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     model_claimed,
     upgraded_from_v0_1_0,
 ]
+
+# Run only when named in FGR_SCENARIOS: minutes each (make scale).
+ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale]
 
 
 @contextmanager
@@ -193,7 +197,7 @@ def main() -> int:
     # FGR_SCENARIOS=new_gateway,caller_auth runs a subset while developing;
     # CI runs them all.
     only = [n for n in os.environ.get("FGR_SCENARIOS", "").split(",") if n]
-    chosen = [s for s in SCENARIOS if not only or s.__name__ in only]
+    chosen = [s for s in (*SCENARIOS, *ON_REQUEST) if (not only and s in SCENARIOS) or s.__name__ in only]
     workdir = Path(tempfile.mkdtemp(prefix="fgr-integration-"))
     reports: list[Report] = []
     totals: list[Totals] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -668,3 +669,81 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
         }
         out.append(obj)
     return out
+
+
+# The number of ModelRoutes rollout_at_scale creates (FGR_ROUTES; make scale).
+SCALE_ROUTES = int(os.environ.get("FGR_ROUTES", "100"))
+# A route may say True this long after its gateway said False: how late it may
+# learn of it (the simulation's detection bound), not a stale write.
+STALE_ALLOWANCE_S = 2.0
+
+
+def rollout_at_scale(env: Env, r: Report) -> None:
+    """Issue #32: SCALE_ROUTES ModelRoutes on one gateway, then an Envoy rollout. Counts, from
+    each route's own RoutingReady sampled with the gateway's GatewayReady, the route-seconds a
+    route said True while its gateway was not ready (beyond STALE_ALLOWANCE_S), and the routes
+    that said True again after they had turned False in that outage (a stale condition written
+    back). Both must be 0; the prober judges every route's requests meanwhile."""
+    backend = route_doc_one_backend()["spec"]["backends"]
+    names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
+    started = time.time()
+    for name in names:
+        env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
+    wait(
+        f"{SCALE_ROUTES} routes RoutingReady",
+        lambda: all(true(env.route(ROUTE[0], n), "RoutingReady") for n in names),
+        900,
+        interval=2,
+    )
+    r.notes.append(f"{SCALE_ROUTES} routes ready in {time.time() - started:.0f} s")
+    try:
+        _count_stale_truth(env, r, set(names))
+    finally:
+        for name in names:
+            env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
+        wait(
+            "the scale routes gone",
+            lambda: (
+                not any(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
+            ),
+            900,
+            interval=2,
+        )
+
+
+def _count_stale_truth(env: Env, r: Report, names: set[str]) -> None:
+    _restart_envoy(env)
+    true_while_down = 0.0
+    went_false: set[str] = set()
+    true_again: set[str] = set()
+    down_since: float | None = None
+    last = time.time()
+    deadline = last + 600
+    while time.time() < deadline:
+        now = time.time()
+        step, last = now - last, now
+        gw_ready = true(env.gateway(), "GatewayReady")
+        routes = {
+            o["metadata"]["name"]: true(o, "RoutingReady")
+            for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0])
+            if o["metadata"]["name"] in names
+        }
+        if not gw_ready:
+            down_since = down_since or now
+            for name, ready in routes.items():
+                if not ready:
+                    went_false.add(name)
+                elif name in went_false:
+                    true_again.add(name)
+                if ready and now - down_since > STALE_ALLOWANCE_S:
+                    true_while_down += step
+        elif down_since is not None and all(routes.values()) and len(routes) == len(names):
+            break
+        time.sleep(0.5)
+    assert down_since is not None, "the gateway never said it was not ready during the rollout"
+    r.notes.append(
+        f"route-seconds True while the gateway was not ready {true_while_down:.0f}, "
+        f"routes True again after False {len(true_again)}, routes that turned False {len(went_false)} of {len(names)}"
+    )
+    assert true_while_down == 0, r.notes[-1]
+    assert not true_again, r.notes[-1]
