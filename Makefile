@@ -161,6 +161,7 @@ integration-oldest: $(STAMP)
 
 # Issue #32: ROUTES ModelRoutes on one gateway through an Envoy rollout; fails
 # on any route-second of RoutingReady True while the gateway is not ready.
+# It fails today on Crossplane v2.4.0 (docs/operations.md); not in .ci/run.
 ROUTES ?= 100
 scale: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
