@@ -152,7 +152,13 @@ def _restart_envoy(env: Env) -> float:
     """Roll the Envoy Deployment under a Ready route (kubectl rollout restart): when it began."""
     dep = env.deployment()
     assert dep is not None, "want the Envoy Deployment"
-    assert true(env.route(), "RoutingReady"), "want a Ready route on a ready gateway"
+    # A precondition, waited for: the settle of the previous rollout can leave a condition
+    # written back for a moment (issue #32), and this measures the next rollout, not that.
+    wait(
+        "a Ready route on a ready gateway",
+        lambda: true(env.gateway(), "GatewayReady") and true(env.route(), "RoutingReady"),
+        60,
+    )
     started = time.time()
     annotations = {"example.org/restarted-at": str(int(started))}
     env.kube.merge_patch(
