@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from function.readiness import condition
+from function.readiness import condition, get_path
 
 GATEWAY_READY = "GatewayReady"
 ROUTING_READY = "RoutingReady"
@@ -110,24 +110,62 @@ class Verdict:
         return "True" if self.ready else "False"
 
     def changed_from(self, xr: Mapping[str, Any]) -> bool:
-        """True when status or reason differ from the XR's observed condition.
+        """True when status or reason differ from what the XR says was last decided.
 
         Results (events) are emitted on transitions only: a steady state
         reconciled every minute must not flood the XR with identical events.
         """
-        previous = condition(xr, self.type)
+        previous = last_decided(xr, self.type)
         if previous is None:
             return True
         return previous.get("status") != self.status or previous.get("reason") != self.reason
 
+    def published(self) -> dict[str, Any]:
+        """The verdict as `status.serving`: what the XR's condition says, never written back stale."""
+        return {"ready": self.ready, "reason": self.reason, "message": self.message}
+
+
+# The status field that mirrors an XR's main condition (GatewayReady or
+# RoutingReady). Crossplane writes an XR's status fields only from the
+# function's answer, but it server-side-applies the conditions it read from its
+# cache at the start of a reconcile before it sets the function's, so a
+# condition can move backwards for a while (crossplane/crossplane#7062, read
+# in v2.4.0 `composition_functions.go` and measured at 100 routes, issue #32).
+# What was last decided is read from here; routes read their gateway's here.
+SERVING = "serving"
+_MIRRORED = frozenset({GATEWAY_READY, ROUTING_READY})
+
+
+def last_decided(xr: Mapping[str, Any] | None, condition_type: str) -> Mapping[str, Any] | None:
+    """The XR's condition of that type as the function last decided it, shaped as a condition.
+
+    From `status.serving` for the main condition, which cannot be stale the
+    way the condition can; from the condition itself for any other type and
+    for an XR an older version composed, which has no `status.serving` yet.
+    """
+    serving = get_path(xr, "status", SERVING) if condition_type in _MIRRORED else None
+    if (
+        isinstance(serving, Mapping)
+        and isinstance(serving.get("ready"), bool)
+        and isinstance(serving.get("reason"), str)
+        and serving["reason"]
+    ):
+        return {
+            "type": condition_type,
+            "status": "True" if serving["ready"] else "False",
+            "reason": serving["reason"],
+            "message": str(serving.get("message") or ""),
+        }
+    return condition(xr, condition_type)
+
 
 def as_observed(xr: Mapping[str, Any], decided: Verdict) -> Verdict:
-    """The XR's own condition of decided's type, unchanged; decided where the XR has none.
+    """The XR's condition of decided's type as last decided, unchanged; decided where there is none.
 
-    For a call that cannot judge the condition: it says again what the XR
-    says, so it neither moves the condition nor counts as a transition.
+    For a call that cannot judge the condition: it says again what the last
+    judging call said, so it neither moves the condition nor counts as a transition.
     """
-    previous = condition(xr, decided.type)
+    previous = last_decided(xr, decided.type)
     if previous is None or previous.get("status") not in ("True", "False"):
         return decided
     reason = previous.get("reason")

@@ -16,7 +16,7 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import readiness, structs
-from function.conditions import Verdict, events
+from function.conditions import SERVING, Verdict, events
 
 # How soon Crossplane calls again when nothing it watches changes (it takes
 # the smallest TTL of the pipeline). Every change that feeds a condition
@@ -65,6 +65,12 @@ class Outcome:
     requirements: dict[str, Requirement] = field(default_factory=dict)
     # How soon to be called again, where sooner than the verdict's usual TTL.
     ttl: timedelta | None = None
+
+    def desired_status(self) -> dict[str, Any]:
+        """The XR status this call writes: the composer's, and the verdict mirrored in `status.serving`."""
+        if self.verdict is None:
+            return dict(self.status)
+        return self.status | {SERVING: self.verdict.published()}
 
     def judge_ready(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
         """Each composed resource is ready exactly while its observed Object says it is in effect."""
@@ -117,9 +123,10 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         entry = rsp.desired.resources[name]
         structs.fill(entry.resource, outcome.resources[name])
         entry.ready = fnv1.READY_TRUE if outcome.ready.get(name) else fnv1.READY_FALSE
-    if outcome.status:
+    status = outcome.desired_status()
+    if status:
         # Merged into what earlier pipeline steps put in the XR's status.
-        rsp.desired.composite.resource.get_or_create_struct("status").update(outcome.status)
+        rsp.desired.composite.resource.get_or_create_struct("status").update(status)
     if outcome.verdict is not None:
         verdict = outcome.verdict
         response.set_conditions(

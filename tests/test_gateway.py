@@ -776,6 +776,14 @@ def xr_with_condition(status: str, reason: str) -> dict[str, Any]:
     return xr
 
 
+def xr_written_back(status: str, reason: str, *, decided: bool, decided_reason: str) -> dict[str, Any]:
+    """An XR whose condition Crossplane wrote back from its cache (issue #32) while
+    status.serving still holds what the function last decided."""
+    xr = xr_with_condition(status, reason)
+    xr["status"]["serving"] = {"ready": decided, "reason": decided_reason, "message": "as decided"}
+    return xr
+
+
 @pytest.mark.parametrize(
     ("xr", "state", "want"),
     [
@@ -803,6 +811,24 @@ def xr_with_condition(status: str, reason: str) -> dict[str, Any]:
             "ready",
             [(fnv1.SEVERITY_NORMAL, "Available")],
             id="becoming ready is normal",
+        ),
+        pytest.param(
+            xr_written_back("True", "Available", decided=False, decided_reason="RollingOut"),
+            "rolling-out",
+            [],
+            id="a stale True written back over a decided RollingOut is no transition",
+        ),
+        pytest.param(
+            xr_written_back("False", "RollingOut", decided=True, decided_reason="Available"),
+            "ready",
+            [],
+            id="a stale RollingOut written back over a decided Available is no transition",
+        ),
+        pytest.param(
+            xr_written_back("False", "RollingOut", decided=False, decided_reason="RollingOut"),
+            "ready",
+            [(fnv1.SEVERITY_NORMAL, "Available")],
+            id="a decision that changes is announced whatever the condition says",
         ),
     ],
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.real import conformance, packages, toolchain, versions
+from tests.real import conformance, packages, prober, toolchain, versions
 from tests.real.dataplane import DataPlane
 from tests.real.versions import CROSSPLANE_OLDEST, Component
 
@@ -318,3 +318,59 @@ def test_a_second_sigterm_does_not_cut_the_teardown_short(tmp_path: Path) -> Non
     )
     assert out.returncode == 128 + 15, out.stderr
     assert done.read_text() == "yes"
+
+
+def _route(condition: str | None, serving: bool | None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if condition is not None:
+        status["conditions"] = [{"type": "RoutingReady", "status": condition}]
+    if serving is not None:
+        status["serving"] = {"ready": serving, "reason": "R"}
+    return {"status": status}
+
+
+SAID_CASES = [
+    ("a route whose function decided True says True", _route("True", True), (True, True)),
+    ("a condition written back True over a decided False says False", _route("True", False), (False, True)),
+    ("a condition written back False over a decided True says True", _route("False", True), (True, False)),
+    ("a route an older version composed says its condition", _route("True", None), (True, True)),
+    ("a route with neither says nothing ready", _route(None, None), (False, False)),
+]
+
+
+@pytest.mark.parametrize(("name", "xr", "want"), SAID_CASES, ids=[c[0] for c in SAID_CASES])
+def test_the_prober_reads_what_was_decided(name: str, xr: dict[str, Any], want: tuple[bool, bool]) -> None:
+    assert prober.said(xr, "RoutingReady") == want, name
+
+
+def _sample(ok: bool, ready: bool, *, written_back: bool = False, allowance: bool = False) -> prober.Sample:
+    return prober.Sample(
+        1, "s", "route a/b", ok, 200 if ok else 500, ready, allowance=allowance, written_back=written_back
+    )
+
+
+JUDGE_CASES = [
+    ("a failed request while it said it was decided ready is a lie", _sample(False, True), (1, 0)),
+    (
+        "a failed request while only a written-back condition said True is counted apart",
+        _sample(False, False, written_back=True),
+        (0, 1),
+    ),
+    ("a failed request while nothing said ready is neither", _sample(False, False), (0, 0)),
+    ("a served request is neither", _sample(True, True), (0, 0)),
+    (
+        "a failure inside the detection allowance is neither",
+        _sample(False, True, written_back=False, allowance=True),
+        (0, 0),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "sample", "want"), JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
+def test_the_prober_judges_lies_and_written_back_seconds_apart(
+    name: str, sample: prober.Sample, want: tuple[int, int]
+) -> None:
+    p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
+    p.samples.append(sample)
+    t = p.totals()
+    assert (t.lying, t.written_back) == want, name

@@ -241,6 +241,12 @@ def test_status_says_what_to_send_where() -> None:
         },
         # The gateway asks callers for no key.
         "callerAuth": {"required": False},
+        # RoutingReady as decided, in a field Crossplane never writes back stale.
+        "serving": {
+            "ready": True,
+            "reason": "Available",
+            "message": "model meta-llama/Llama-3.1-8B-Instruct is served through gateway platform/inference",
+        },
     }
 
 
@@ -699,6 +705,88 @@ def test_a_gateway_without_any_gateway_ready_condition_is_not_ready() -> None:
     assert got.status == fnv1.STATUS_CONDITION_FALSE
     assert got.reason == RoutingReason.GATEWAY_NOT_READY
     assert "no GatewayReady condition yet" in got.message
+
+
+def _gateway_written_back(condition_ready: bool, decided: bool) -> dict[str, Any]:
+    """A gateway whose GatewayReady Crossplane wrote back from its cache (issue #32) while its
+    status.serving holds what its function last decided."""
+    gw = copy.deepcopy(READY_GW)
+    for c in gw["status"]["conditions"]:
+        if c["type"] == "GatewayReady":
+            c["status"], c["reason"] = ("True", "Available") if condition_ready else ("False", "RollingOut")
+    gw["status"]["serving"] = {
+        "ready": decided,
+        "reason": "Available" if decided else "RollingOut",
+        "message": "as its function decided",
+    }
+    return gw
+
+
+def _gateway_with_serving(gw: dict[str, Any], serving: dict[str, Any]) -> dict[str, Any]:
+    gw["status"]["serving"] = serving
+    return gw
+
+
+GATEWAY_DECIDED_CASES = [
+    (
+        "a gateway's stale GatewayReady True does not make a route True while its function said RollingOut",
+        _gateway_written_back(condition_ready=True, decided=False),
+        RoutingReason.GATEWAY_NOT_READY,
+    ),
+    (
+        "a gateway's stale GatewayReady False does not hold a route back once its function said Available",
+        _gateway_written_back(condition_ready=False, decided=True),
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a gateway an older version composed, without status.serving, is read from its condition",
+        READY_GW,
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a gateway whose status.serving is not a decision is read from its condition",
+        _gateway_with_serving(_gateway_written_back(condition_ready=False, decided=True), {"ready": "yes"}),
+        RoutingReason.GATEWAY_NOT_READY,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "gw", "want"), GATEWAY_DECIDED_CASES, ids=[c[0] for c in GATEWAY_DECIDED_CASES]
+)
+def test_a_route_reads_its_gateway_as_decided_not_as_written_back(
+    name: str, gw: dict[str, Any], want: RoutingReason
+) -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    got = condition(rsp, "RoutingReady")
+    assert got.reason == want, name
+    assert (got.status == fnv1.STATUS_CONDITION_TRUE) == (want == RoutingReason.AVAILABLE), name
+
+
+def test_a_route_whose_condition_was_written_back_logs_no_transition_it_did_not_decide() -> None:
+    """Issue #32: Crossplane wrote the route's old True back; the function had decided False
+    before, decides False again, and says nothing: nothing changed."""
+    xr = _xr_saying("True", "Available", "served")
+    xr["status"]["serving"] = {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
+    gw = _gateway_written_back(condition_ready=False, decided=False)
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+    assert [r.reason for r in rsp.results if r.reason in set(RoutingReason)] == []
+
+
+def test_a_call_that_cannot_judge_repeats_what_was_decided_not_what_was_written_back() -> None:
+    xr = _xr_saying("True", "Available", "served")
+    xr["status"]["serving"] = {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED))
+    got = condition(rsp, "RoutingReady")
+    assert (got.status, got.reason, got.message) == (
+        fnv1.STATUS_CONDITION_FALSE,
+        RoutingReason.GATEWAY_NOT_READY,
+        "rolling",
+    )
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["serving"] == {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
+    assert list(rsp.results) == []
 
 
 def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:

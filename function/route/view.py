@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function import readiness
-from function.conditions import GATEWAY_READY
+from function.conditions import GATEWAY_READY, last_decided
 from function.outcome import Requirement
 from function.upstream import DEFAULT_KEY_HEADER
 
@@ -43,7 +43,7 @@ class GatewayView:
     """What this call knows about the InferenceGateway."""
 
     attachment: Attachment | None
-    # The gateway's GatewayReady condition, if it has one.
+    # The gateway's GatewayReady as its function last decided it, if it has one.
     ready: Mapping[str, Any] | None
     # Why attachment is None, in words.
     missing: str = ""
@@ -93,7 +93,9 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
     )
     return GatewayView(
         attachment,
-        readiness.condition(gw, GATEWAY_READY),
+        # As its function last decided it: its GatewayReady condition can be one
+        # Crossplane wrote back from a stale cache (conditions.SERVING).
+        last_decided(gw, GATEWAY_READY),
         paused=readiness.paused(gw),
         deleting=readiness.get_path(gw, "metadata", "deletionTimestamp") is not None,
     )

@@ -219,7 +219,7 @@ def main() -> int:
                 judged = env.prober.totals(since)
                 report.notes.append(
                     f"requests {judged.requests}, failed {judged.failed}, lying {judged.lying}, "
-                    f"leaks {judged.leaks}"
+                    f"leaks {judged.leaks}, written back {judged.written_back}"
                     + (f", ablation lying {judged.ablation_lying}" if judged.ablation_lying else "")
                 )
                 if report.ok and (judged.lying or judged.leaks):
@@ -263,7 +263,8 @@ def main() -> int:
     )
     print(
         f"integration: {passed} of {len(chosen)} scenarios passed on {versions_line()}; "
-        f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}; {truth}"
+        f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}, "
+        f"written-back seconds {t.written_back} (Crossplane #7062, counted apart); {truth}"
     )
     return 0 if passed == len(chosen) else 1
 

@@ -10,7 +10,13 @@ conditions read in the same second:
 - a **lying second**: a model's request failed while its ModelRoute said
   RoutingReady=True, or the gateway's failed while it said GatewayReady=True,
   beyond the detection allowance after an unplanned fault (the simulation's
-  rule: the first DETECTION_S seconds after a fault are detection);
+  rule: the first DETECTION_S seconds after a fault are detection). What an
+  XR says is what its function last decided, `status.serving` (the condition
+  where an older version published none);
+- a **written-back second**: a request failed while the condition said True
+  and `status.serving` did not: Crossplane wrote an old condition back from
+  its cache (crossplane/crossplane#7062, issue #32). Counted apart and
+  printed: only Crossplane can prevent it;
 - a **late second**: a model's request succeeded while its ModelRoute did not
   say True yet; counted per episode (the seconds served before each turn to
   True);
@@ -55,8 +61,9 @@ class Sample:
     subject: str  # "route ns/name" or "gateway ns/name"
     ok: bool
     status: int
-    ready: bool  # the condition the subject says at this second
+    ready: bool  # what the subject says it decided at this second (status.serving)
     leak: bool = False
+    written_back: bool = False  # its condition said True, written back stale by Crossplane
     allowance: bool = False  # inside the detection allowance after an unplanned fault
     ablation: bool = False
 
@@ -69,6 +76,7 @@ class Totals:
     leaks: int = 0
     late: list[int] = field(default_factory=list)
     ablation_lying: int = 0
+    written_back: int = 0
     lies: list[Sample] = field(default_factory=list)
 
 
@@ -155,7 +163,8 @@ class Prober:
         routes = self.kube.list(XR_API, "ModelRoute")
         keys = self.keys()
 
-        def add(subject: str, ans: Answer, ready: bool, *, refused: bool = False) -> None:
+        def add(subject: str, ans: Answer, said: tuple[bool, bool], *, refused: bool = False) -> None:
+            ready, written_back = said
             # A request that must be refused is judged by its leak alone. A leak is
             # a keyless answer while the route says both "a key is needed" and
             # RoutingReady: until Envoy Gateway has accepted the policy, GatewayReady
@@ -166,7 +175,18 @@ class Prober:
             # lands between the two is detection (CI counted such a request as a lie).
             allowance = time.time() - self._fault_at < DETECTION_S
             self._add(
-                Sample(second, self.scenario, subject, ok, ans.status, ready, leak, allowance, self._ablation)
+                Sample(
+                    second,
+                    self.scenario,
+                    subject,
+                    ok,
+                    ans.status,
+                    ready,
+                    leak,
+                    allowance,
+                    self._ablation,
+                    written_back=written_back and not ready,
+                )
             )
 
         for gw in gateways:
@@ -176,7 +196,7 @@ class Prober:
                 continue  # no Gateway yet: nothing a client could reach
             port = self.port_for(str(at.get("namespace") or meta["namespace"]), str(at["name"]))
             ans = request(port, "GET", "/v1/models", None, _bearer(keys) if _needs_key(gw) else {})
-            ready = condition(gw, "GatewayReady").get("status") == "True"
+            ready = said(gw, "GatewayReady")
             add(f"gateway {meta['namespace']}/{meta['name']}", ans, ready)
         for rt in routes:
             meta = rt["metadata"]
@@ -184,7 +204,7 @@ class Prober:
             if not model or meta.get("deletionTimestamp"):
                 continue
             caller = (rt.get("status") or {}).get("callerAuth") or {}
-            ready = condition(rt, "RoutingReady").get("status") == "True"
+            ready = said(rt, "RoutingReady")
             ref = (rt.get("spec") or {}).get("gatewayRef") or {}
             gw_status = next(
                 (
@@ -229,6 +249,8 @@ class Prober:
                 t.lies.append(s)
             if not s.ok:
                 t.failed += 1
+            if not s.ok and s.written_back and not s.allowance:
+                t.written_back += 1
             if not s.ok and s.ready and not s.allowance:
                 if s.ablation:
                     t.ablation_lying += 1
@@ -243,6 +265,13 @@ class Prober:
                 elif not s.ok:
                     served.pop(s.subject, None)
         return t
+
+
+def said(xr: dict[str, Any], typ: str) -> tuple[bool, bool]:
+    """(what the XR's function last decided, whether its condition of that type says True)."""
+    condition_true = condition(xr, typ).get("status") == "True"
+    decided = ((xr.get("status") or {}).get("serving") or {}).get("ready")
+    return (decided if isinstance(decided, bool) else condition_true), condition_true
 
 
 def _bearer(keys: dict[str, str]) -> dict[str, str]:
