@@ -160,8 +160,8 @@ integration-oldest: $(STAMP)
 	FGR_STACK=oldest FGR_SCENARIOS=$(OLDEST_SCENARIOS) $(BIN)/python -m tests.real.integration
 
 # Issue #32: ROUTES ModelRoutes on one gateway through an Envoy rollout; fails
-# on any route-second of RoutingReady True while the gateway is not ready.
-# It fails today on Crossplane v2.4.0 (docs/operations.md); not in .ci/run.
+# when a route says True again as decided (status.serving) while its gateway
+# is not ready, or follows it later than 20 s (docs/operations.md).
 ROUTES ?= 100
 scale: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'

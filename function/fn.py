@@ -13,6 +13,7 @@ promises are kept here for both composers:
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 import grpc
@@ -27,6 +28,9 @@ from function.outcome import Outcome, write
 
 # gRPC's default message size, and the SDK's default for both directions.
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+# How many XRs' last logged transition are remembered (see FunctionRunner._log).
+REMEMBERED_XRS = 10_000
 
 
 def _parse_input(req: fnv1.RunFunctionRequest) -> Input:
@@ -92,6 +96,20 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         # --debug: one line per request. The SDK's logging filters below info
         # whatever its level, so these lines are written at info.
         self.log_requests = log_requests
+        # The last transition logged per XR. Crossplane v2.4 calls again within a
+        # reconcile when a required resource changed since it seeded the first
+        # call, and both calls see the same XR: one decision, one line (issue #32).
+        self._logged: OrderedDict[str, str] = OrderedDict()
+
+    def _first_time(self, xr: str, condition: str) -> bool:
+        """True unless this transition of this XR is the one logged last."""
+        if self._logged.get(xr) == condition:
+            return False
+        self._logged[xr] = condition
+        self._logged.move_to_end(xr)
+        if len(self._logged) > REMEMBERED_XRS:
+            self._logged.popitem(last=False)
+        return True
 
     def _log(self, req: fnv1.RunFunctionRequest, outcome: Outcome, seconds: float) -> None:
         """Condition transitions at info; with --debug, one structured line per request."""
@@ -99,7 +117,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             return  # the steady state: nothing to log, nothing to format
         verdict = outcome.verdict
         condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
-        if outcome.results:
+        if outcome.results and self._first_time(_xr_id(req), condition):
             self.log.info(
                 "condition changed", xr=_xr_id(req), condition=condition, message=verdict and verdict.message
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import gateway
+from function import fn, gateway
 from function.conditions import ROUTING_READY, RoutingReason, Verdict
+from function.fn import FunctionRunner
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -373,3 +375,69 @@ def test_the_response_ttl_is_short_only_while_waiting(req: fnv1.RunFunctionReque
 def test_a_verdict_is_true_or_false_and_nothing_else(ready: object) -> None:
     with pytest.raises(TypeError, match="ready must be True or False"):
         Verdict(ROUTING_READY, ready, RoutingReason.AVAILABLE, "m")  # type: ignore[arg-type]
+
+
+class _Lines:
+    """Stands in for the runner's logger: the info lines it was asked to write."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, msg: str, **kw: Any) -> None:
+        self.lines.append((msg, kw))
+
+    def transitions(self) -> list[str]:
+        return [kw["xr"] + " " + kw["condition"] for msg, kw in self.lines if msg == "condition changed"]
+
+
+def _gateway_xr(name: str) -> dict[str, Any]:
+    xr = copy.deepcopy(GW_XR)
+    xr["metadata"]["name"] = name
+    return xr
+
+
+LOG_CASES = [
+    (
+        "two calls of one reconcile that decide the same transition log it once",
+        [(_gateway_xr("a"), "ready"), (_gateway_xr("a"), "ready")],
+        ["InferenceGateway platform/a GatewayReady=True (Available)"],
+    ),
+    (
+        "a decision that changes again is logged again",
+        [(_gateway_xr("a"), "ready"), (_gateway_xr("a"), "rolling-out"), (_gateway_xr("a"), "ready")],
+        [
+            "InferenceGateway platform/a GatewayReady=True (Available)",
+            "InferenceGateway platform/a GatewayReady=False (RollingOut)",
+            "InferenceGateway platform/a GatewayReady=True (Available)",
+        ],
+    ),
+    (
+        "the same transition of two XRs is logged for each",
+        [(_gateway_xr("a"), "ready"), (_gateway_xr("b"), "ready")],
+        [
+            "InferenceGateway platform/a GatewayReady=True (Available)",
+            "InferenceGateway platform/b GatewayReady=True (Available)",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "calls", "want"), LOG_CASES, ids=[c[0] for c in LOG_CASES])
+def test_a_transition_is_logged_once_per_decision(
+    name: str, calls: list[tuple[dict[str, Any], str]], want: list[str]
+) -> None:
+    runner = FunctionRunner()
+    lines = _Lines()
+    runner.log = lines  # type: ignore[assignment]
+    for xr, state in calls:
+        observed = by_resource_name(load_yaml(EXAMPLES / "inference-gateway" / "observed" / f"{state}.yaml"))
+        asyncio.run(runner.RunFunction(make_request(xr, GATEWAY_INPUT, observed), None))
+    assert lines.transitions() == want, name
+
+
+def test_the_memory_of_logged_transitions_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fn, "REMEMBERED_XRS", 2)
+    runner = FunctionRunner()
+    for xr in ("a", "b", "c", "a"):
+        assert runner._first_time(xr, "GatewayReady=True (Available)")
+    assert list(runner._logged) == ["c", "a"]

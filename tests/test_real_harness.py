@@ -374,3 +374,40 @@ def test_the_prober_judges_lies_and_written_back_seconds_apart(
     p.samples.append(sample)
     t = p.totals()
     assert (t.lying, t.written_back) == want, name
+
+
+class _FakeKube:
+    """What the prober lists: one gateway and one route, each saying what it was handed."""
+
+    def __init__(self, gateway_status: dict[str, Any], route_status: dict[str, Any]) -> None:
+        self.gateway_status, self.route_status = gateway_status, route_status
+
+    def list(self, _api: str, kind: str, _namespace: str | None = None) -> list[dict[str, Any]]:
+        if kind == "InferenceGateway":
+            status = {"gateway": {"name": "g", "namespace": "p"}} | self.gateway_status
+            return [{"metadata": {"name": "g", "namespace": "p"}, "status": status}]
+        return [
+            {
+                "metadata": {"name": "r", "namespace": "t"},
+                "spec": {"model": "m", "gatewayRef": {"name": "g", "namespace": "p"}},
+                "status": self.route_status,
+            }
+        ]
+
+
+def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back_condition() -> None:
+    """Through _probe itself, to a port nothing listens on (every request fails): the route's
+    written-back True is flagged, not called a lie; the gateway's decided True is a lie."""
+    kube = _FakeKube(
+        {"serving": {"ready": True, "reason": "Available"}},
+        {
+            "serving": {"ready": False, "reason": "GatewayNotReady"},
+            "conditions": [{"type": "RoutingReady", "status": "True"}],
+        },
+    )
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    p._probe(1)
+    got = {s.subject: (s.ok, s.ready, s.written_back) for s in p.samples}
+    assert got == {"gateway p/g": (False, True, False), "route t/r": (False, False, True)}
+    t = p.totals()
+    assert (t.lying, t.written_back) == (1, 1)

@@ -63,9 +63,9 @@ class Sample:
     status: int
     ready: bool  # what the subject says it decided at this second (status.serving)
     leak: bool = False
-    written_back: bool = False  # its condition said True, written back stale by Crossplane
     allowance: bool = False  # inside the detection allowance after an unplanned fault
     ablation: bool = False
+    written_back: bool = False  # its condition said True, written back stale by Crossplane
 
 
 @dataclass
