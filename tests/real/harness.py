@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import datetime
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -18,6 +17,8 @@ from tests.real.dataplane import DataPlane
 from tests.real.envoy import EG_NS
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
+from tests.real.processes import Supervisor
+from tests.real.report import Report
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
@@ -62,15 +63,6 @@ CONVERGE_S = 300
 VLLM_PORT = 8000
 
 
-@dataclass
-class Report:
-    name: str
-    ok: bool = False
-    lags: list[float] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    error: str = ""
-
-
 def ts(text: str | None) -> float:
     if not text:
         return 0.0
@@ -80,8 +72,10 @@ def ts(text: str | None) -> float:
 class Env:
     """The running stack, and what scenarios need to read and change it."""
 
-    def __init__(self, kube: Kube, prober: Prober, plane: DataPlane, vllm: Upstream) -> None:
+    def __init__(self, kube: Kube, prober: Prober, plane: DataPlane, vllm: Upstream, sup: Supervisor) -> None:
         self.kube = kube
+        # Every component's process: fault scenarios kill, hang and restart them.
+        self.sup = sup
         self.prober = prober
         self.plane = plane
         # The fake model server behind the example route's first backend.

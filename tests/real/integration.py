@@ -41,7 +41,9 @@ from tests.real.kube import Kube
 from tests.real.network import Lab
 from tests.real.prober import Prober, Totals
 from tests.real.processes import Supervisor, stop_cleanly_on_sigterm
+from tests.real.report import faults_line, versions_line
 from tests.real.scenarios_auth import caller_auth
+from tests.real.scenarios_faults import FAULTS
 from tests.real.scenarios_gateway import (
     anchor_ablation,
     bad_input,
@@ -94,8 +96,8 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     upgraded_from_v0_1_0,
 ]
 
-# Run only when named in FGR_SCENARIOS: minutes each (make scale).
-ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale]
+# Run only when named in FGR_SCENARIOS: minutes each (make scale, make faults).
+ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, *FAULTS]
 
 
 @contextmanager
@@ -149,7 +151,7 @@ def environment(workdir: Path) -> Iterator[Env]:
             nameserver=lab.host_ip,
         )
         plane.start()
-        env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm)
+        env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm, sup)
         env.prober.start()
         yield env
     finally:
@@ -164,15 +166,6 @@ def environment(workdir: Path) -> Iterator[Env]:
         lab.down()
         if left:
             print(f"integration: ports still open after teardown: {left}", file=sys.stderr)
-
-
-def versions_line() -> str:
-    v = versions
-    return (
-        f"Kubernetes {v.KUBERNETES.version}, Crossplane {v.RUNNING_CROSSPLANE.version}, provider-kubernetes "
-        f"{v.PROVIDER_KUBERNETES.version}, Envoy Gateway {v.ENVOY_GATEWAY.version}, "
-        f"Envoy AI Gateway {AI_GATEWAY.version}"
-    )
 
 
 def main() -> int:
@@ -217,9 +210,11 @@ def main() -> int:
                     report.error = f"{type(e).__name__}: {e}"
                     traceback.print_exc()
                 judged = env.prober.totals(since)
+                report.stale_down = judged.stale_down
                 report.notes.append(
                     f"requests {judged.requests}, failed {judged.failed}, lying {judged.lying}, "
                     f"leaks {judged.leaks}, written back {judged.written_back}"
+                    + (f", stale while a reporter was down {judged.stale_down}" if report.fault else "")
                     + (f", ablation lying {judged.ablation_lying}" if judged.ablation_lying else "")
                 )
                 if report.ok and (judged.lying or judged.leaks):
@@ -266,6 +261,10 @@ def main() -> int:
         f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}, "
         f"written-back seconds {t.written_back} (Crossplane #7062, counted apart); {truth}"
     )
+    faults = [r for r in reports if r.fault]
+    wanted = [s for s in chosen if s in FAULTS]
+    if wanted:
+        print(faults_line(faults, len(wanted), t.lying))
     return 0 if passed == len(chosen) else 1
 
 

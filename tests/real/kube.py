@@ -15,6 +15,9 @@ import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
 
+# Re-exported: what the scenarios read of an object, without the client.
+from tests.real.report import condition  # noqa: F401
+
 FIELD_MANAGER = "fgr-integration"
 
 
@@ -112,13 +115,6 @@ def _established(crd: dict[str, Any]) -> bool:
         c["type"] == "Established" and c["status"] == "True"
         for c in (crd.get("status") or {}).get("conditions") or []
     )
-
-
-def condition(obj: dict[str, Any] | None, typ: str) -> dict[str, Any]:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == typ:
-            return dict(c)
-    return {}
 
 
 def wait(what: str, check: Callable[[], Any], timeout: float = 120, interval: float = 0.25) -> Any:

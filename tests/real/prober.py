@@ -25,6 +25,9 @@ conditions read in the same second:
 
 Seconds inside an ablation (a design element taken away on purpose) are
 counted apart: they show what the design prevents, and never fail a run.
+So are seconds while a reporter is down (a fault scenario killed or hung
+the function, Crossplane or the provider): its conditions cannot move then,
+and how long they stay stale is measured (`stale_down`), not called a lie.
 """
 
 from __future__ import annotations
@@ -36,9 +39,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.real.kube import Kube, condition
+from tests.real.report import condition
+
+if TYPE_CHECKING:
+    from tests.real.kube import Kube
 
 XR_API = "ai.example.org/v1alpha1"
 DETECTION_S = 5
@@ -66,6 +72,7 @@ class Sample:
     allowance: bool = False  # inside the detection allowance after an unplanned fault
     ablation: bool = False
     written_back: bool = False  # its condition said True, written back stale by Crossplane
+    down: bool = False  # a reporter was down (a fault scenario): its conditions could not move
 
 
 @dataclass
@@ -77,6 +84,7 @@ class Totals:
     late: list[int] = field(default_factory=list)
     ablation_lying: int = 0
     written_back: int = 0
+    stale_down: int = 0
     lies: list[Sample] = field(default_factory=list)
 
 
@@ -121,6 +129,7 @@ class Prober:
         self.errors: list[str] = []
         self.scenario = "-"
         self._ablation = False
+        self._down = False
         self._fault_at = -1e9
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -148,6 +157,17 @@ class Prober:
             # The world the ablation left needs its detection time too.
             self.fault()
             self._ablation = False
+
+    @contextlib.contextmanager
+    def reporter_down(self) -> Iterator[None]:
+        """A component that reports is down: what requests get meanwhile is counted apart."""
+        self._down = True
+        try:
+            yield
+        finally:
+            # Back now: it needs its detection time to catch up with the world.
+            self.fault()
+            self._down = False
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -186,6 +206,7 @@ class Prober:
                     allowance,
                     self._ablation,
                     written_back=written_back and not ready,
+                    down=self._down,
                 )
             )
 
@@ -252,7 +273,9 @@ class Prober:
             if not s.ok and s.written_back and not s.allowance:
                 t.written_back += 1
             if not s.ok and s.ready and not s.allowance:
-                if s.ablation:
+                if s.down:
+                    t.stale_down += 1
+                elif s.ablation:
                     t.ablation_lying += 1
                 else:
                     t.lying += 1

@@ -62,6 +62,9 @@ class Process:
     popen: subprocess.Popen[bytes]
     log: Path
     ports: list[int] = field(default_factory=list)
+    # How it was started, so a fault scenario can start it again the same way.
+    cmd: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -92,9 +95,36 @@ class Supervisor:
             start_new_session=True,
         )
         handle.close()
-        proc = Process(name, popen, log, ports or [])
+        proc = Process(name, popen, log, ports or [], list(cmd), dict(env or {}))
         self.processes.append(proc)
         return proc
+
+    def find(self, name: str) -> Process:
+        """The running process of that name (the newest, after a restart)."""
+        found = [p for p in self.processes if p.name == name]
+        if not found:
+            raise ConformanceError(f"no process named {name}: {[p.name for p in self.processes]}")
+        return found[-1]
+
+    def kill(self, proc: Process) -> None:
+        """SIGKILL, as a crash or an OOM kill would: no cleanup, no goodbye."""
+        _signal_group(proc, signal.SIGKILL)
+        proc.popen.wait(timeout=10)
+
+    def hang(self, proc: Process) -> None:
+        """SIGSTOP: alive, listening, and answering nothing, as a wedged process."""
+        _signal_group(proc, signal.SIGSTOP)
+
+    def resume(self, proc: Process) -> None:
+        _signal_group(proc, signal.SIGCONT)
+
+    def restart(self, proc: Process) -> Process:
+        """Start a killed process again with its command and environment (its log goes on)."""
+        if proc.alive():
+            raise ConformanceError(f"{proc.name} is still running: kill it first")
+        if proc in self.processes:
+            self.processes.remove(proc)
+        return self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)
 
     def wait_until(self, proc: Process, what: str, check: Callable[[], bool], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
