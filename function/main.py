@@ -19,7 +19,7 @@ from function import fn
 def cli(**kwargs: Any) -> None:
     """Serve function-gateway-readiness over gRPC for Crossplane.
 
-    SIGTERM stops it gracefully: in-flight requests finish first.
+    SIGTERM stops it gracefully: calls it has taken are answered (5 s grace).
     """
     send_mb = kwargs["max_send_message_size"] or kwargs["max_recv_message_size"]
     # Log lines reach a pipe (a container runtime, a CI log) as they happen.

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -388,8 +389,11 @@ class _FakeKube:
 
     def __init__(self, gateway_status: dict[str, Any], route_status: dict[str, Any]) -> None:
         self.gateway_status, self.route_status = gateway_status, route_status
+        self.down = False  # the API server does not answer
 
-    def list(self, _api: str, kind: str, _namespace: str | None = None) -> list[dict[str, Any]]:
+    def list(self, _api: str, kind: str, _namespace: str | None = None, **_: Any) -> list[dict[str, Any]]:
+        if self.down:
+            raise ConnectionRefusedError("the API server is down")
         if kind == "InferenceGateway":
             status = {"gateway": {"name": "g", "namespace": "p"}} | self.gateway_status
             return [{"metadata": {"name": "g", "namespace": "p"}, "status": status}]
@@ -418,6 +422,67 @@ def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back
     assert got == {"gateway p/g": (False, True, False), "route t/r": (False, False, True)}
     t = p.totals()
     assert (t.lying, t.written_back) == (1, 1)
+
+
+def test_while_the_api_server_is_down_on_purpose_requests_go_on_judged_by_what_the_xrs_said_last() -> None:
+    kube = _FakeKube({"serving": {"ready": True}}, {"serving": {"ready": True}})
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    p._probe(1)
+    kube.down = True
+    with p.reporter_down():
+        p._probe(2)
+    during = {s.subject: (s.ready, s.down) for s in p.samples if s.second == 2}
+    assert during == {"gateway p/g": (True, True), "route t/r": (True, True)}
+    t = p.totals()
+    # Every request fails (nothing listens on port 1): the first second's are lies, the second's stale.
+    assert (t.lying, t.stale_down) == (2, 2)
+
+
+def test_an_api_server_down_by_accident_is_an_error_not_a_probe_of_old_answers() -> None:
+    kube = _FakeKube({"serving": {"ready": True}}, {"serving": {"ready": True}})
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    p._probe(1)
+    kube.down = True
+    with pytest.raises(ConnectionRefusedError):
+        p._probe(2)
+
+
+def _wait_until(check: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return check()
+
+
+def test_a_component_that_exits_on_its_own_is_started_again_and_counted(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    proc = sup.start("quitter", [sys.executable, "-c", "import time; time.sleep(0.2)"])
+    sup.start("pod-x-envoy", [sys.executable, "-c", "pass"])
+    try:
+        sup.keep_running(lambda p: not p.name.startswith("pod-"))
+        assert _wait_until(lambda: sup.restarts.get("quitter", 0) >= 1)
+        assert sup.find("quitter") is not proc
+        # A pod's container is its kubelet's to start again, not the watchdog's.
+        assert "pod-x-envoy" not in sup.restarts
+    finally:
+        sup.stop_all()
+
+
+def test_a_component_a_fault_killed_stays_down_until_the_fault_ends(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    held = sup.start("held", [sys.executable, "-c", "import time; time.sleep(60)"])
+    crashed = sup.start("crashed", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sup.keep_running(lambda _p: True)
+        sup.kill(held)
+        sup.kill(crashed, hold=False)
+        assert _wait_until(lambda: sup.restarts.get("crashed", 0) == 1)
+        time.sleep(1.5)  # a watchdog round or more
+        assert "held" not in sup.restarts
+        assert not sup.find("held").alive()
+        assert sup.restart(held).alive()
+    finally:
+        sup.stop_all()
 
 
 def test_a_killed_process_starts_again_the_same_way(tmp_path: Path) -> None:

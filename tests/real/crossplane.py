@@ -10,6 +10,10 @@
   shipped DeploymentRuntimeConfig passes) and acts through a ProviderConfig
   holding a token of the `crossplane-system/provider-kubernetes` service
   account, so the RBAC in examples/install/rbac.yaml is what it may do.
+- Crossplane resolves names through a hosts file of its own (a private
+  mount namespace), where the function's Service name has two replicas'
+  addresses, as a headless Service's DNS does: the replica fault
+  (tests/real/scenarios_faults.py) points the FunctionRevision there.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from tests.real.controlplane import ControlPlane
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import run
-from tests.real.processes import Supervisor, free_port, port_open
+from tests.real.processes import PRIVATE_MOUNTS, Supervisor, free_port, port_open
 from tests.real.versions import PROVIDER_KUBERNETES, RUNNING_CROSSPLANE
 from tests.support import EXAMPLES, ROOT, load_yaml
 from tools import release
@@ -40,6 +44,14 @@ FUNCTION = "function-gateway-readiness"
 # raise it; this run does as the README says.
 CROSSPLANE_ARGS = ("--circuit-breaker-burst=1000", "--circuit-breaker-refill-rate=20")
 CROSSPLANE_NS = "crossplane-system"
+# The package manager's FunctionRevision, and the endpoint it writes for a
+# Function: its headless Service, dns:///<function>.<namespace>:9443
+# (internal/controller/pkg/runtime, Crossplane v2.4.0); Crossplane dials it
+# round_robin, waitForReady (internal/xfn/function_runner.go).
+FUNCTION_REVISION = f"{FUNCTION}-local"
+FUNCTION_SERVICE = f"{FUNCTION}.{CROSSPLANE_NS}"
+# The two replicas' addresses behind FUNCTION_SERVICE (loopback: no namespace needed).
+FUNCTION_REPLICA_IPS = ("127.0.0.2", "127.0.0.3")
 PROVIDER_SA = "provider-kubernetes"
 # controller-runtime's default webhook port, which provider-kubernetes does not
 # let one change; it serves it in its own network namespace (network.Lab).
@@ -91,7 +103,10 @@ class CrossplaneStack:
 
     def _function(self) -> None:
         certs = self.dir / "function-tls"
-        self.ca.write_leaf(certs, FUNCTION)
+        # Named as Crossplane's own certificates name a function: its Service too.
+        self.ca.write_leaf(
+            certs, FUNCTION, sans=(FUNCTION_SERVICE, "localhost", "127.0.0.1", *FUNCTION_REPLICA_IPS)
+        )
         port = free_port()
         self.function_endpoint = f"127.0.0.1:{port}"
         proc = self.sup.start(
@@ -106,9 +121,18 @@ class CrossplaneStack:
         client_certs = self.dir / "crossplane-client-tls"
         self.ca.write_leaf(client_certs, "crossplane")
         ports = [free_port() for _ in range(3)]
+        hosts = self.dir / "crossplane-hosts"
+        hosts.write_text(
+            "127.0.0.1 localhost\n" + "".join(f"{ip} {FUNCTION_SERVICE}\n" for ip in FUNCTION_REPLICA_IPS)
+        )
         self.sup.start(
             "crossplane",
             [
+                *PRIVATE_MOUNTS,
+                "sh",
+                "-c",
+                'mount --bind "$0" /etc/hosts && exec "$@"',
+                str(hosts),
                 str(toolchain.ensure(RUNNING_CROSSPLANE, "crossplane")),
                 "core",
                 "start",
@@ -116,6 +140,8 @@ class CrossplaneStack:
                 *CROSSPLANE_ARGS,
             ],
             env={
+                # Go's own resolver, which reads every address a hosts file gives a name.
+                "GODEBUG": "netdns=go",
                 "KUBECONFIG": str(self.cp.kubeconfig),
                 "POD_NAMESPACE": CROSSPLANE_NS,
                 "TLS_CLIENT_CERTS_DIR": str(client_certs),
@@ -139,7 +165,7 @@ class CrossplaneStack:
                 "spec": {"package": package},
             }
         )
-        revision = f"{FUNCTION}-local"
+        revision = FUNCTION_REVISION
         self.kube.apply(
             {
                 "apiVersion": "pkg.crossplane.io/v1",

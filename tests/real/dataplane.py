@@ -63,6 +63,9 @@ READY_ANNOTATION = "fgr.test/containers-ready"
 # update is rewritten at the pod's next periodic sync, within this.
 KUBELET_SYNC_S = 60.0
 ENVOY_POD_LABEL = "app.kubernetes.io/managed-by=envoy-gateway"
+# The Supervisor names a pod's container processes with this prefix: the pod's own kubelet (this
+# data plane) starts them again, not the watchdog that keeps the components running.
+POD_PROCESS_PREFIX = "pod-"
 _IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
@@ -369,7 +372,7 @@ class DataPlane:
             "sh",
             *argv,
         ]
-        return self.sup.start(f"pod-{pod['metadata']['name']}-{c['name']}", cmd, env=env)
+        return self.sup.start(f"{POD_PROCESS_PREFIX}{pod['metadata']['name']}-{c['name']}", cmd, env=env)
 
     def _restart_exited(self, sb: Sandbox, pod: dict[str, Any]) -> None:
         """A container whose process exited is started again, and the pod leaves the Service meanwhile.

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -262,12 +261,6 @@ class EnvoyStack:
         self.sup.wait_until(
             proc,
             "Envoy Gateway's xDS server listening",
-            lambda: _open(self.lab.ip("envoy-gateway"), 18000),
+            lambda: port_open(18000, self.lab.ip("envoy-gateway")),
             timeout=90,
         )
-
-
-def _open(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0

@@ -27,7 +27,7 @@ from pathlib import Path
 from tests.real import toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
 from tests.real.crossplane import CrossplaneStack
-from tests.real.dataplane import Binaries, DataPlane, envoy_binary
+from tests.real.dataplane import POD_PROCESS_PREFIX, Binaries, DataPlane, envoy_binary
 from tests.real.dns import ClusterDNS
 from tests.real.envoy import EG_NS, EnvoyStack
 from tests.real.harness import (
@@ -151,6 +151,9 @@ def environment(workdir: Path) -> Iterator[Env]:
             nameserver=lab.host_ip,
         )
         plane.start()
+        # Every component (not the pods' containers: the data plane is their
+        # kubelet) is started again when it exits on its own.
+        sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))
         env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm, sup)
         env.prober.start()
         yield env
@@ -166,6 +169,20 @@ def environment(workdir: Path) -> Iterator[Env]:
         lab.down()
         if left:
             print(f"integration: ports still open after teardown: {left}", file=sys.stderr)
+
+
+def _print_restarts(env: Env) -> None:
+    """What restarted on its own during the run: a pod's container, a component, and the data plane's errors."""
+    restarted = {sb.key: sb.restarts for sb in env.plane.sandboxes.values() if sb.restarts}
+    if restarted:
+        print(f"integration: containers restarted after they exited: {restarted}", file=sys.stderr)
+    if env.sup.restarts:
+        print(
+            f"integration: components started again after they exited on their own: {env.sup.restarts}",
+            file=sys.stderr,
+        )
+    if env.plane.errors:
+        print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
 
 
 def main() -> int:
@@ -189,7 +206,9 @@ def main() -> int:
         return 1
     # FGR_SCENARIOS=new_gateway,caller_auth runs a subset while developing;
     # CI runs them all.
-    only = [n for n in os.environ.get("FGR_SCENARIOS", "").split(",") if n]
+    # A group's name stands for its scenarios: faults (make faults).
+    groups = {"faults": [f.__name__ for f in FAULTS]}
+    only = [m for n in os.environ.get("FGR_SCENARIOS", "").split(",") if n for m in groups.get(n, [n])]
     chosen = [s for s in (*SCENARIOS, *ON_REQUEST) if (not only and s in SCENARIOS) or s.__name__ in only]
     workdir = Path(tempfile.mkdtemp(prefix="fgr-integration-"))
     reports: list[Report] = []
@@ -234,11 +253,7 @@ def main() -> int:
                 if not report.ok:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())
-            restarted = {sb.key: sb.restarts for sb in env.plane.sandboxes.values() if sb.restarts}
-            if restarted:
-                print(f"integration: containers restarted after they exited: {restarted}", file=sys.stderr)
-            if env.plane.errors:
-                print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
+            _print_restarts(env)
     except Exception as e:
         print(f"integration: FAILED to bring the environment up: {type(e).__name__}: {e}", file=sys.stderr)
         traceback.print_exc()

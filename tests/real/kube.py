@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
@@ -126,9 +127,11 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 120, interval: fl
             value = check()
             if value:
                 return value
-        except ApiException as e:
+        # An API server starting again after a fault refuses connections for a while.
+        except (ApiException, urllib3.exceptions.HTTPError) as e:
             last = e
         time.sleep(interval)
     raise TimeoutError(
-        f"{what}: not within {timeout:.0f} s" + (f" (last error: {last.reason})" if last else "")
+        f"{what}: not within {timeout:.0f} s"
+        + (f" (last error: {getattr(last, 'reason', None) or last})" if last else "")
     )

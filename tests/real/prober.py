@@ -26,8 +26,10 @@ conditions read in the same second:
 Seconds inside an ablation (a design element taken away on purpose) are
 counted apart: they show what the design prevents, and never fail a run.
 So are seconds while a reporter is down (a fault scenario killed or hung
-the function, Crossplane or the provider): its conditions cannot move then,
-and how long they stay stale is measured (`stale_down`), not called a lie.
+the function, Crossplane, the provider, the API server or etcd): its
+conditions cannot move then, and how long they stay stale is measured
+(`stale_down`), not called a lie. While the API server cannot answer,
+requests go on and are judged against what the XRs said last.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 
 XR_API = "ai.example.org/v1alpha1"
 DETECTION_S = 5
+# A read of the XRs that takes longer than this (etcd down behind a live API
+# server) is given up, so the prober's second does not stall.
+READ_TIMEOUT_S = 2
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,8 @@ class Prober:
         self._ablation = False
         self._down = False
         self._fault_at = -1e9
+        # The XRs as last read: probed against while a fault holds the API server down.
+        self._last: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -179,8 +186,17 @@ class Prober:
             self._stop.wait(max(0.0, 1.0 - (time.time() - started)))
 
     def _probe(self, second: int) -> None:
-        gateways = self.kube.list(XR_API, "InferenceGateway")
-        routes = self.kube.list(XR_API, "ModelRoute")
+        try:
+            gateways = self.kube.list(XR_API, "InferenceGateway", _request_timeout=READ_TIMEOUT_S)
+            routes = self.kube.list(XR_API, "ModelRoute", _request_timeout=READ_TIMEOUT_S)
+            self._last = (gateways, routes)
+        except Exception:
+            # The API server (or etcd behind it) is down on purpose: the data
+            # plane goes on serving, so requests go on, judged against what the
+            # XRs said last (they cannot have moved since). Otherwise an error.
+            if not self._down or self._last is None:
+                raise
+            gateways, routes = self._last
         keys = self.keys()
 
         def add(subject: str, ans: Answer, said: tuple[bool, bool], *, refused: bool = False) -> None:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,10 +51,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def port_open(port: int) -> bool:
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 @dataclass
@@ -81,6 +82,15 @@ class Supervisor:
         self.logdir = logdir
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.processes: list[Process] = []
+        # The kubelet's restartPolicy Always, for the components (keep_running):
+        # a process that exits on its own is started again, and counted.
+        self.restarts: dict[str, int] = {}
+        self._kept: Callable[[Process], bool] = lambda _p: False
+        # Processes a fault scenario took down on purpose: not started again until it says so.
+        self._held: set[str] = set()
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def start(
         self, name: str, cmd: list[str], *, env: dict[str, str] | None = None, ports: list[int] | None = None
@@ -96,7 +106,8 @@ class Supervisor:
         )
         handle.close()
         proc = Process(name, popen, log, ports or [], list(cmd), dict(env or {}))
-        self.processes.append(proc)
+        with self._lock:
+            self.processes.append(proc)
         return proc
 
     def find(self, name: str) -> Process:
@@ -106,10 +117,41 @@ class Supervisor:
             raise ConformanceError(f"no process named {name}: {[p.name for p in self.processes]}")
         return found[-1]
 
-    def kill(self, proc: Process) -> None:
-        """SIGKILL, as a crash or an OOM kill would: no cleanup, no goodbye."""
-        _signal_group(proc, signal.SIGKILL)
-        proc.popen.wait(timeout=10)
+    def keep_running(self, which: Callable[[Process], bool]) -> None:
+        """Start again, as the kubelet would, every process `which` selects that exits on its own.
+
+        In a cluster each component is a pod with restartPolicy Always; here a
+        component that exits (Envoy Gateway's leader election lost while the
+        API server was down, say) would otherwise stay gone for the rest of
+        the run, a fault no cluster has.
+        """
+        self._kept = which
+        self._watchdog = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(1.0):
+            with self._lock:
+                gone = [
+                    p for p in self.processes if not p.alive() and p.name not in self._held and self._kept(p)
+                ]
+                for proc in gone:
+                    self.restarts[proc.name] = self.restarts.get(proc.name, 0) + 1
+                    with proc.log.open("a") as log:
+                        log.write(f"\n--- exited with {proc.popen.returncode}: started again ---\n")
+                    self._respawn(proc)
+
+    def kill(self, proc: Process, *, hold: bool = True) -> None:
+        """SIGKILL, as a crash or an OOM kill would: no cleanup, no goodbye.
+
+        Held down until restart(), unless hold is False: then whoever keeps it
+        running (the watchdog, the data plane's kubelet) starts it again.
+        """
+        with self._lock:
+            if hold:
+                self._held.add(proc.name)
+            _signal_group(proc, signal.SIGKILL)
+            proc.popen.wait(timeout=10)
 
     def hang(self, proc: Process) -> None:
         """SIGSTOP: alive, listening, and answering nothing, as a wedged process."""
@@ -122,6 +164,11 @@ class Supervisor:
         """Start a killed process again with its command and environment (its log goes on)."""
         if proc.alive():
             raise ConformanceError(f"{proc.name} is still running: kill it first")
+        with self._lock:
+            self._held.discard(proc.name)
+            return self._respawn(proc)
+
+    def _respawn(self, proc: Process) -> Process:
         if proc in self.processes:
             self.processes.remove(proc)
         return self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)
@@ -143,6 +190,9 @@ class Supervisor:
 
     def stop(self, proc: Process, grace: float = 10) -> None:
         """Stop one process (SIGTERM, then SIGKILL after grace) and forget it."""
+        with self._lock:
+            if proc in self.processes:
+                self.processes.remove(proc)
         _signal_group(proc, signal.SIGTERM)
         try:
             proc.popen.wait(timeout=grace)
@@ -150,11 +200,12 @@ class Supervisor:
             _signal_group(proc, signal.SIGKILL)
             proc.popen.wait(timeout=10)
         _signal_group(proc, signal.SIGKILL)
-        if proc in self.processes:
-            self.processes.remove(proc)
 
     def stop_all(self) -> list[str]:
         """Stop every process, newest first; what was still listening afterwards."""
+        self._stopping.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=5)
         for proc in reversed(self.processes):
             _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 15
