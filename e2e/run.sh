@@ -97,9 +97,10 @@ helm upgrade --install aieg oci://docker.io/envoyproxy/ai-gateway-helm --version
 kubectl apply -f "$here/manifests/gatewayclass.yaml"
 
 echo "--- provider-kubernetes ${PROVIDER_KUBERNETES_VERSION} with watches, and the function"
-sed -e "s#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0#xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
-    -e "s#${PUBLISHED_REF}#${FUNCTION_REF}#" \
+sed -e "s#provider-kubernetes:v[0-9.]*#provider-kubernetes:${PROVIDER_KUBERNETES_VERSION}#" \
     "$root/examples/install/provider-kubernetes.yaml" | kubectl apply -f -
+# Two replicas and a PodDisruptionBudget, as the install manifest runs it.
+sed -e "s#${PUBLISHED_REF}#${FUNCTION_REF}#" "$root/examples/install/function.yaml" | kubectl apply -f -
 kubectl apply -f "$root/examples/install/rbac.yaml"
 kubectl wait --for=condition=Healthy providers.pkg.crossplane.io --all --timeout=600s
 kubectl wait --for=condition=Healthy functions.pkg.crossplane.io --all --timeout=600s

@@ -117,6 +117,24 @@ def test_provider_kubernetes_runs_with_watches() -> None:
     assert docs["Provider"]["spec"]["runtimeConfigRef"]["name"] == runtime["metadata"]["name"]
 
 
+def test_the_install_manifest_installs_the_provider_version_that_ran() -> None:
+    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / "provider-kubernetes.yaml")}
+    assert docs["Provider"]["spec"]["package"].endswith(f":{versions.PINS['PROVIDER_KUBERNETES_VERSION']}")
+
+
+def test_the_function_runs_two_replicas_a_drain_cannot_take_both_of() -> None:
+    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / "function.yaml")}
+    runtime, budget, function = docs["DeploymentRuntimeConfig"], docs["PodDisruptionBudget"], docs["Function"]
+    assert runtime["spec"]["deploymentTemplate"]["spec"]["replicas"] == 2
+    assert function["spec"]["runtimeConfigRef"]["name"] == runtime["metadata"]["name"]
+    # The label Crossplane's package manager gives a function's pods, whatever the revision.
+    assert budget["spec"]["selector"]["matchLabels"] == {
+        "pkg.crossplane.io/function": function["metadata"]["name"]
+    }
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["metadata"]["namespace"] == "crossplane-system"
+
+
 def _emitted_targets() -> set[tuple[str, str, str, bool]]:
     """(API group, kind, namespace, observe-only) of every manifest the function's Objects carry."""
     targets = set()

@@ -54,7 +54,7 @@ def _tagged(release: Release) -> str:
 
 _TAGGED = rf"({_REGISTRY}/{FUNCTION}:{_VERSION})"
 PLACES = [
-    Place("examples/install/provider-kubernetes.yaml", rf"package: {_TAGGED}", _tagged),
+    Place("examples/install/function.yaml", rf"package: {_TAGGED}", _tagged),
     Place("examples/inference-gateway/functions.yaml", rf"package: {_TAGGED}", _tagged),
     Place("examples/model-route/functions.yaml", rf"package: {_TAGGED}", _tagged),
     Place(

@@ -36,6 +36,7 @@ NO_CRD_HERE = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("policy/v1", "PodDisruptionBudget"),
     # Core kinds, in the examples only as the required resources a route reads
     # (a backend's Secret or CA ConfigMap): built into the API server.
     ("v1", "Secret"),
