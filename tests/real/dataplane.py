@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import os
 import random
 import re
@@ -63,6 +64,8 @@ READY_ANNOTATION = "fgr.test/containers-ready"
 # update is rewritten at the pod's next periodic sync, within this.
 KUBELET_SYNC_S = 60.0
 ENVOY_POD_LABEL = "app.kubernetes.io/managed-by=envoy-gateway"
+# A sync of every pod that takes longer than this is logged (dataplane.log).
+SLOW_SYNC_S = 2.0
 # The Supervisor names a pod's container processes with this prefix: the pod's own kubelet (this
 # data plane) starts them again, not the watchdog that keeps the components running.
 POD_PROCESS_PREFIX = "pod-"
@@ -123,6 +126,8 @@ class DataPlane:
         self.nameserver = nameserver
         self.sandboxes: dict[str, Sandbox] = {}
         self._free = list(range(60))
+        # Pods being stopped, each on a worker of its own (_remove).
+        self._stopping: list[threading.Thread] = []
         tag = os.getpid() % 10_000
         self._tag = tag
         self._third = (tag + 7) % 250
@@ -158,6 +163,8 @@ class DataPlane:
             balancer.stop()
         for sb in list(self.sandboxes.values()):
             self._remove(sb)
+        for worker in self._stopping:
+            worker.join(timeout=30)
         if self._forwarding is not None:
             _IP_FORWARD.write_text(f"{self._forwarding}\n")
 
@@ -200,12 +207,23 @@ class DataPlane:
                 if sb.ready and not sb.terminating and selector.items() <= sb.labels.items()
             ]
 
+    def note(self, message: str) -> None:
+        """One line in the run's logs/dataplane.log: what this kubelet did, and when."""
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S.%f")[:-3]
+        with (self.sup.logdir / "dataplane.log").open("a") as log:
+            log.write(f"{stamp} {message}\n")
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 self._sync()
             except Exception as e:
                 self.errors.append(f"{type(e).__name__}: {e}")
+            took = time.monotonic() - began
+            if took > SLOW_SYNC_S:
+                # A kubelet that stalls delays every pod's volume refresh: say so.
+                self.note(f"sync took {took:.1f} s")
             self._stop.wait(0.25)
 
     def _sync(self) -> None:
@@ -288,7 +306,8 @@ class DataPlane:
     # --- a pod -------------------------------------------------------------------------
 
     def _create(self, key: str, pod: dict[str, Any]) -> Sandbox:
-        index = self._free.pop(0)
+        with self._lock:
+            index = self._free.pop(0)
         name = f"fgr{self._tag}p{index}"
         sb = Sandbox(
             key=key,
@@ -430,6 +449,7 @@ class DataPlane:
                 continue
             _swap_in(target, files)
         sb.resource_version = pod["metadata"]["resourceVersion"]
+        self.note(f"{sb.key}: volumes written at resourceVersion {sb.resource_version}")
         sb.synced_at = time.monotonic() - random.uniform(0, 5)  # noqa: S311 - jitter, not security
 
     def _probes_pass(self, sb: Sandbox) -> bool:
@@ -454,22 +474,45 @@ class DataPlane:
             "import urllib.request as u; u.urlopen(u.Request("
             f"'http://127.0.0.1:{self.admin_port}/drain_listeners?graceful&inboundonly', method='POST'), timeout=3)"
         )
-        with contextlib.suppress(Exception):
-            subprocess.run(
-                ["ip", "netns", "exec", sb.netns, sys.executable, "-c", drain],
-                capture_output=True,
-                timeout=5,
-                check=False,
-            )
+
+        def post() -> None:
+            with contextlib.suppress(Exception):
+                subprocess.run(
+                    ["ip", "netns", "exec", sb.netns, sys.executable, "-c", drain],
+                    capture_output=True,
+                    timeout=5,
+                    check=False,
+                )
+
+        # Off the sync loop, as the kubelet runs a preStop hook on the pod's own worker.
+        threading.Thread(target=post, name=f"drain-{sb.key}", daemon=True).start()
 
     def _remove(self, sb: Sandbox) -> None:
+        """The pod is gone from the API: its containers stop on a worker of their own.
+
+        As the kubelet's pod workers do, one pod's stopping never holds up
+        another's sync. Stopped in line, a pod whose ext-proc waited out its
+        10 s grace held the whole loop: the kubelet refresh of the new pods'
+        configuration volume that Envoy AI Gateway had asked for came 18 s
+        late, and a route the function had rightly called ready answered 500
+        "unknown backend" (CI, 2026-12-03). Main containers stop first and
+        native sidecars (the ext-proc) after them, in reverse order, as the
+        kubelet stops them since Kubernetes 1.29.
+        """
         with self._lock:
             self.sandboxes.pop(sb.key, None)
-        for proc in sb.processes:
-            self.sup.stop(proc)
-        subprocess.run(["ip", "link", "del", sb.host_if], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", sb.netns], capture_output=True, check=False)
-        self._free.append(sb.index)
+
+        def stop() -> None:
+            for proc in reversed(sb.processes):
+                self.sup.stop(proc)
+            subprocess.run(["ip", "link", "del", sb.host_if], capture_output=True, check=False)
+            subprocess.run(["ip", "netns", "del", sb.netns], capture_output=True, check=False)
+            with self._lock:
+                self._free.append(sb.index)
+
+        worker = threading.Thread(target=stop, name=f"stop-{sb.key}", daemon=True)
+        worker.start()
+        self._stopping.append(worker)
 
 
 def envoy_binary() -> tuple[Path, str]:
