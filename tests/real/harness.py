@@ -227,3 +227,20 @@ def accepted_conditions(policy: dict[str, Any]) -> list[dict[str, Any]]:
     """An Envoy Gateway policy's Accepted conditions, one per ancestor it reports."""
     ancestors = (policy.get("status") or {}).get("ancestors") or []
     return [c for a in ancestors for c in a.get("conditions", []) if c.get("type") == "Accepted"]
+
+
+def model_server(name: str, replicas: int) -> dict[str, Any]:
+    """A model server's Deployment in the route's namespace (kwok runs no container)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ROUTE[0]},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+            },
+        },
+    }

@@ -94,9 +94,15 @@ class Totals:
 
 
 def request(
-    port: int, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+    port: int,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    headers: dict[str, str],
+    *,
+    host: str = "127.0.0.1",
 ) -> Answer:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn = http.client.HTTPConnection(host, port, timeout=5)
     try:
         data = json.dumps(body).encode() if body is not None else None
         conn.request(method, path, body=data, headers={"content-type": "application/json", **headers})
@@ -109,13 +115,14 @@ def request(
         conn.close()
 
 
-def chat(port: int, model: str, headers: dict[str, str] | None = None) -> Answer:
+def chat(port: int, model: str, headers: dict[str, str] | None = None, host: str = "127.0.0.1") -> Answer:
     return request(
         port,
         "POST",
         "/v1/chat/completions",
         {"model": model, "messages": [{"role": "user", "content": "ping"}]},
         headers or {},
+        host=host,
     )
 
 

@@ -23,6 +23,8 @@ the pod serving again, and every request that failed meanwhile is judged.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,18 +32,21 @@ from dataclasses import dataclass
 from tests.real.crossplane import FUNCTION_REPLICA_IPS, FUNCTION_REVISION, FUNCTION_SERVICE
 from tests.real.harness import (
     CONVERGE_S,
+    GATEWAY,
     OBJECT_API,
     ROUTE,
     XR_API,
     Env,
     Report,
     model_route_doc,
+    model_server,
     rolled_out,
     route_doc_one_backend,
 )
-from tests.real.kube import wait
-from tests.real.prober import said
+from tests.real.kube import condition, wait
+from tests.real.prober import DETECTION_S, chat, said
 from tests.real.processes import Process, port_open
+from tests.support import EXAMPLES
 
 # The components whose conditions stop moving while they are down: the
 # function decides them, Crossplane and the provider carry what it reads and
@@ -55,6 +60,16 @@ API = frozenset({"kube-apiserver", "etcd"})
 # How long a killed data-plane container may take to serve again: the kubelet's
 # first restart is immediate, Envoy then takes its configuration over xDS.
 POD_RECOVERY_S = 60
+# Two reads of the composed Objects this far apart that agree: nothing is being composed or deleted.
+SETTLE_S = 2.0
+# The model's server the stale scenario stops, and how long the function is down meanwhile.
+MODEL_SERVER = "vllm-llama"
+STALE_DOWN_S = 20.0
+# Requests while a pod's container is down: one every BURST_EVERY_S for BURST_S.
+BURST_S = 12.0
+BURST_EVERY_S = 0.05
+# The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in the pod.
+POD_LISTENER = 10080
 
 # A fault's ModelRoute, added while the component is down.
 FAULT_ROUTE = (ROUTE[0], "fault")
@@ -107,6 +122,38 @@ def _serving(env: Env) -> bool:
     )
 
 
+def _settled(env: Env) -> dict[str, str]:
+    """The composed Objects once no Object is being deleted and two reads SETTLE_S apart agree."""
+
+    def read() -> dict[str, str] | None:
+        if any(o["metadata"].get("deletionTimestamp") for o in env.kube.list(OBJECT_API, "Object")):
+            return None
+        first = _composed(env)
+        time.sleep(SETTLE_S)
+        return first if _composed(env) == first else None
+
+    return wait("the composed Objects settled", read, CONVERGE_S)  # type: ignore[no-any-return]
+
+
+def _reconciled_again(env: Env) -> None:
+    """Until every XR has been reconciled since its reporter came back: Synced True on all.
+
+    A reporter's return is not the XR's: Crossplane requeues a reconcile that
+    failed (Synced=False, ReconcileError) with backoff from 1 s to 30 s, and
+    nothing can move the XR's conditions before that next reconcile. Up to
+    then its seconds are stale, not lies; how long it took is in the recovery.
+    """
+    wait(
+        "every XR reconciled since the reporter came back",
+        lambda: all(
+            x is not None and condition(x, "Synced").get("status") == "True"
+            for x in (env.gateway(), *env.kube.list(XR_API, "ModelRoute"))
+        ),
+        CONVERGE_S,
+        interval=0.1,
+    )
+
+
 def _in_flight(env: Env, fault: Fault) -> None:
     if fault.during == "rollout":
         _start_rollout(env)
@@ -116,7 +163,7 @@ def _in_flight(env: Env, fault: Fault) -> None:
 
 def _survive(env: Env, r: Report, fault: Fault) -> None:
     wait("every XR serving before the fault", lambda: _serving(env), CONVERGE_S)
-    before = _composed(env)
+    before = _settled(env)
     if fault.component.startswith("pod/"):
         _survive_in_pod(env, r, fault.component.removeprefix("pod/"))
         _check_kept(env, r, before)
@@ -140,6 +187,8 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         else:
             env.sup.resume(proc)
         back = time.time()
+        if reporter:
+            _reconciled_again(env)
     env.prober.fault()
     wait(f"every XR serving after {fault.component} came back", lambda: _serving(env), CONVERGE_S)
     r.recovery = time.time() - back
@@ -170,26 +219,65 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
 
     GatewayReady is not asked to move: the other pod serves, and a container
     that restarts makes its pod leave the Service (ContainersReady false).
-    What is judged is every request meanwhile: a failure after the detection
-    allowance while the conditions say serving is a lie.
+    Requests every BURST_EVERY_S for BURST_S, through the Service and straight
+    to the pod, say what a client gets: through the Service, a failure after
+    the detection allowance while the conditions say serving is a lie.
     """
     sandboxes = sorted(env.plane.sandboxes.values(), key=lambda sb: sb.key)
     assert len(sandboxes) >= 2, f"want two Envoy pods, have {[sb.key for sb in sandboxes]}"
     sb = sandboxes[0]
     index = next((i for i, c in enumerate(sb.containers) if c["name"] == container), None)
     assert index is not None, f"no container {container} in {sb.key}: {[c['name'] for c in sb.containers]}"
+    route = env.route()
+    assert route is not None, "want the example ModelRoute"
+    model = route["spec"]["model"]
+    service = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
     restarts = sb.restarts
-    env.sup.kill(sb.processes[index], hold=False)
+    bursts: dict[str, list[tuple[float, int]]] = {"service": [], "pod": []}
     killed = time.time()
+    workers = [
+        threading.Thread(target=_burst, args=(bursts["service"], killed, service, model, "127.0.0.1")),
+        threading.Thread(target=_burst, args=(bursts["pod"], killed, POD_LISTENER, model, sb.ip)),
+    ]
+    env.sup.kill(sb.processes[index], hold=False)
     env.prober.fault()
+    for w in workers:
+        w.start()
     wait(
         f"{sb.key}'s {container} started again and the pod ready",
         lambda: sb.restarts > restarts and sb.ready and all(p.alive() for p in sb.processes),
         POD_RECOVERY_S,
     )
-    wait("every XR serving after the pod came back", lambda: _serving(env), CONVERGE_S)
     r.recovery = time.time() - killed
-    r.notes.append(f"{sb.key}'s {container} killed under traffic; serving again {r.recovery:.0f} s after")
+    gateway_said = said(env.gateway() or {}, "GatewayReady")[0]
+    for w in workers:
+        w.join()
+    wait("every XR serving after the pod came back", lambda: _serving(env), CONVERGE_S)
+    late = [(t, status) for t, status in bursts["service"] if t >= DETECTION_S and not 200 <= status < 300]
+    r.notes.append(
+        f"{sb.key}'s {container} killed under traffic, serving again {r.recovery:.0f} s after; "
+        f"GatewayReady said {gateway_said}; through the Service {_summary(bursts['service'])}; "
+        f"straight to the pod {_summary(bursts['pod'])}"
+    )
+    assert not late, f"requests through the Service failed after the detection allowance: {late[:5]}"
+
+
+def _burst(out: list[tuple[float, int]], since: float, port: int, model: str, host: str) -> None:
+    """A request every BURST_EVERY_S for BURST_S: (seconds since `since`, status; 0 when refused)."""
+    while (now := time.time()) - since < BURST_S:
+        out.append((now - since, chat(port, model, host=host).status))
+        time.sleep(BURST_EVERY_S)
+
+
+def _summary(answers: list[tuple[float, int]]) -> str:
+    failed = [t for t, status in answers if not 200 <= status < 300]
+    statuses = sorted({status for _, status in answers if not 200 <= status < 300})
+    if not failed:
+        return f"{len(answers)} requests, none failed"
+    return (
+        f"{len(answers)} requests, {len(failed)} failed ({', '.join(map(str, statuses))}) "
+        f"from {min(failed):.1f} s to {max(failed):.1f} s after the kill"
+    )
 
 
 def _scenario(name: str, fault: Fault) -> Callable[[Env, Report], None]:
@@ -219,12 +307,23 @@ def _replicas(env: Env, single: Process) -> tuple[list[Process], int]:
     """Two replicas of the function on one port, behind FUNCTION_SERVICE (Crossplane's hosts file)."""
     port = int(single.env["ADDRESS"].rsplit(":", 1)[1]) + 1
     started = [
-        env.sup.start(f"function-{i}", single.cmd, env={**single.env, "ADDRESS": f"{ip}:{port}"})
+        # DEBUG: a line per call, to count which replica answered.
+        env.sup.start(
+            f"function-{i}", single.cmd, env={**single.env, "ADDRESS": f"{ip}:{port}", "DEBUG": "true"}
+        )
         for i, ip in enumerate(FUNCTION_REPLICA_IPS)
     ]
     for proc, ip in zip(started, FUNCTION_REPLICA_IPS, strict=True):
-        env.sup.wait_until(proc, f"{proc.name} listening", lambda ip=ip: port_open(port, ip))
+        env.sup.wait_until(proc, f"{proc.name} listening", functools.partial(port_open, port, ip))
     return started, port
+
+
+def _calls(proc: Process) -> int:
+    """The calls a function replica answered: its debug log has a `composed` line, with its duration, for each."""
+    return sum(
+        "composed" in line and "duration_ms" in line
+        for line in proc.log.read_text(errors="replace").splitlines()
+    )
 
 
 def function_replica_killed(env: Env, r: Report) -> None:
@@ -238,7 +337,7 @@ def function_replica_killed(env: Env, r: Report) -> None:
     """
     r.fault = True
     wait("every XR serving before the fault", lambda: _serving(env), CONVERGE_S)
-    before = _composed(env)
+    before = _settled(env)
     single = env.sup.find("function")
     alone = _endpoint(env)
     replicas, port = _replicas(env, single)
@@ -247,18 +346,21 @@ def function_replica_killed(env: Env, r: Report) -> None:
         env.sup.stop(single)  # every call now goes to the two replicas
         _start_rollout(env)
         wait("every XR serving through two replicas", lambda: _serving(env), CONVERGE_S)
-        served = {p.name: p.log.stat().st_size for p in replicas}
+        before_kill = {p.name: _calls(p) for p in replicas}
+        assert all(before_kill.values()), f"want both replicas answering calls: {before_kill}"
         env.sup.kill(replicas[0])
         killed = time.time()
         env.prober.fault()
         _start_rollout(env)
         wait("every XR serving with one replica down", lambda: _serving(env), CONVERGE_S)
         r.recovery = time.time() - killed
-        grew = sorted(p.name for p in replicas if p.log.stat().st_size > served[p.name])
+        answered = _calls(replicas[1]) - before_kill[replicas[1].name]
         r.notes.append(
-            f"two replicas, {replicas[0].name} killed during a rollout; truth {r.recovery:.0f} s after the kill "
-            f"with it still down; replicas that logged calls meanwhile: {grew}"
+            f"two replicas answered {sum(before_kill.values())} calls; {replicas[0].name} killed during a rollout; "
+            f"truth {r.recovery:.0f} s after the kill with it still down, {answered} calls answered by "
+            f"{replicas[1].name} meanwhile"
         )
+        assert answered, f"{replicas[1].name} answered no call while {replicas[0].name} was down"
         env.sup.restart(replicas[0])
     finally:
         # Back to one replica on its own address, for the scenarios that follow.
@@ -278,10 +380,75 @@ def function_replica_killed(env: Env, r: Report) -> None:
     _check_kept(env, r, before)
 
 
+def function_down_while_a_model_stops(env: Env, r: Report) -> None:
+    """Issue #28: stale while the reporter is down. The function killed, then the model's server
+    scaled to zero: no condition can move, so RoutingReady says True while every request fails
+    (counted apart, as stale); the function back, the truth follows. How long it stayed stale is
+    the outage plus the recovery: what a platform team must alert on (docs/operations.md)."""
+    r.fault = True
+    env.kube.apply(model_server(MODEL_SERVER, 1))
+    env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
+    doc = route_doc_one_backend()
+    doc["spec"]["backends"][0]["workloadRef"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": MODEL_SERVER,
+    }
+    env.kube.apply(doc)
+    # status.serving says True from before the change until the function has seen it: wait for
+    # the route's answer about this server, and for the other backend's Objects to be gone.
+    wait(
+        "RoutingReady with the model's server observed serving",
+        lambda: (
+            (rt := env.route()) is not None
+            and said(rt, "RoutingReady")[0]
+            and f"{doc['spec']['backends'][0]['name']}: 1 of 1 replicas available"
+            in str(condition(rt, "BackendsServing").get("message"))
+        ),
+        CONVERGE_S,
+    )
+    wait("every XR serving", lambda: _serving(env), CONVERGE_S)
+    before = _settled(env)
+    proc = env.sup.find("function")
+
+    def scale(replicas: int) -> None:
+        env.kube.merge_patch(
+            "apps/v1", "Deployment", MODEL_SERVER, ROUTE[0], {"spec": {"replicas": replicas}}
+        )
+
+    with env.prober.reporter_down():
+        env.sup.kill(proc)
+        env.prober.fault()
+        env.vllm.down = True
+        scale(0)
+        stopped = time.time()
+        time.sleep(STALE_DOWN_S)
+        env.sup.restart(proc)
+        back = time.time()
+        _reconciled_again(env)
+    wait(
+        "RoutingReady False as decided after the function came back",
+        lambda: (rt := env.route()) is not None and not said(rt, "RoutingReady")[0],
+        CONVERGE_S,
+        interval=0.1,
+    )
+    r.recovery = time.time() - back
+    stale = time.time() - stopped
+    env.vllm.down = False
+    scale(1)
+    wait("every XR serving again", lambda: _serving(env), CONVERGE_S)
+    r.notes.append(
+        f"the function down {STALE_DOWN_S:.0f} s while the model's server went to zero: RoutingReady True "
+        f"(stale) for {stale:.0f} s, False {r.recovery:.0f} s after the function came back"
+    )
+    _check_kept(env, r, before)
+
+
 FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("function_killed", Fault("function", "kill", 20, "rollout")),
     _scenario("function_hung", Fault("function", "hang", 30, "rollout")),
     function_replica_killed,
+    function_down_while_a_model_stops,
     _scenario("crossplane_killed", Fault("crossplane", "kill", 15, "route added")),
     _scenario("provider_killed", Fault("provider-kubernetes", "kill", 15, "rollout")),
     _scenario("envoy_gateway_killed", Fault("envoy-gateway", "kill", 15, "route added")),

@@ -31,6 +31,7 @@ from tests.real.harness import (
     Report,
     accepted_conditions,
     model_route_doc,
+    model_server,
     pod_ready_at,
     rolled_out,
     route_doc,
@@ -264,27 +265,10 @@ def _follow_by_sampling(env: Env, settle_s: float = 150) -> str:
     return f"RoutingReady False {down:.0f} s after GatewayReady, True {up:.0f} s after it (outage {outage:.0f} s)"
 
 
-def _model_server(name: str, replicas: int) -> dict[str, Any]:
-    """A model server's Deployment in the route's namespace (kwok runs no container)."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ROUTE[0]},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
-            },
-        },
-    }
-
-
 def backend_scaled_to_zero(env: Env, r: Report) -> None:
     """A model's own server scaled to zero and back: RoutingReady follows within seconds
     (BackendNotServing, then Available), through the route's watched workload observer."""
-    server = _model_server("vllm-llama", 1)
+    server = model_server("vllm-llama", 1)
     env.kube.apply(server)
     # The provider's dry-run patch of observed workloads in this application namespace, as shipped.
     env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
@@ -423,7 +407,7 @@ def traffic_policy_conflicted(env: Env, r: Report) -> None:
     http_route = naming.unique_name(name, identity=("route",))
     env.kube.apply(_btp("platform-older", http_route))
     time.sleep(2)  # Envoy Gateway resolves conflicts by age: this one is older by whole seconds.
-    env.kube.apply(_model_server("vllm-dead", 0))
+    env.kube.apply(model_server("vllm-dead", 0))
     env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
     env.kube.apply(
         model_route_doc(
