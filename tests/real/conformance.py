@@ -54,9 +54,9 @@ CONFIGURATION = EXAMPLES / "configuration"
 XRDS = sorted(CONFIGURATION.glob("*-xrd.yaml"))
 INPUT_CRD_DIR = ROOT / "package" / "input"
 # Kinds the CLI has no schema for: Kubernetes built-ins are not CRDs (RBAC in
-# the install manifests; the observer's Deployment, which is only a name to
+# the install manifests, the function's PodDisruptionBudget; the observer's Deployment, which is only a name to
 # observe), and package metadata is checked by `xpkg build` itself.
-NO_SCHEMA_KINDS = {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment"}
+NO_SCHEMA_KINDS = {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment", "PodDisruptionBudget"}
 DEVELOPMENT_TARGET = "render.crossplane.io/runtime-development-target"
 
 
