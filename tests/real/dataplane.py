@@ -64,6 +64,8 @@ READY_ANNOTATION = "fgr.test/containers-ready"
 # update is rewritten at the pod's next periodic sync, within this.
 KUBELET_SYNC_S = 60.0
 ENVOY_POD_LABEL = "app.kubernetes.io/managed-by=envoy-gateway"
+# A list that takes longer than this (etcd down behind a live API server) is given up.
+LIST_TIMEOUT_S = 2
 # A sync of every pod that takes longer than this is logged (dataplane.log).
 SLOW_SYNC_S = 2.0
 # The Supervisor names a pod's container processes with this prefix: the pod's own kubelet (this
@@ -100,6 +102,7 @@ class Sandbox:
     synced_at: float = 0.0
     probes: list[tuple[str, int, str]] = field(default_factory=list)  # (container, port, path)
     labels: dict[str, str] = field(default_factory=dict)
+    pod: dict[str, Any] = field(default_factory=dict)  # as last read from the API server
 
 
 class DataPlane:
@@ -226,12 +229,23 @@ class DataPlane:
                 self.note(f"sync took {took:.1f} s")
             self._stop.wait(0.25)
 
+    def _read_pods(self) -> dict[str, dict[str, Any]]:
+        """Every Envoy pod by namespace/name; without the API server, the pods run on, and it raises."""
+        try:
+            self._sync_node_ports()
+            pods: dict[str, dict[str, Any]] = {}
+            for ns in self.namespaces:
+                for pod in self.kube.list(
+                    "v1", "Pod", ns, label_selector=ENVOY_POD_LABEL, _request_timeout=LIST_TIMEOUT_S
+                ):
+                    pods[f"{ns}/{pod['metadata']['name']}"] = pod
+        except Exception:
+            self._without_the_api_server()
+            raise
+        return pods
+
     def _sync(self) -> None:
-        self._sync_node_ports()
-        pods: dict[str, dict[str, Any]] = {}
-        for ns in self.namespaces:
-            for pod in self.kube.list("v1", "Pod", ns, label_selector=ENVOY_POD_LABEL):
-                pods[f"{ns}/{pod['metadata']['name']}"] = pod
+        pods = self._read_pods()
         for key, sb in list(self.sandboxes.items()):
             current = pods.get(key)
             if current is None or current["metadata"]["uid"] != sb.uid:
@@ -251,6 +265,7 @@ class DataPlane:
                     continue
                 found = self._create(key, pod)
             sb = found
+            sb.pod = pod
             if meta.get("deletionTimestamp") and not sb.terminating:
                 self._drain(sb)
                 continue
@@ -272,6 +287,18 @@ class DataPlane:
                     {"metadata": {"annotations": {READY_ANNOTATION: "true"}}},
                 )
 
+    def _without_the_api_server(self) -> None:
+        """What a kubelet goes on doing when it cannot reach the API server: restarting the
+        containers of the pods it runs and probing them (a fault scenario takes the API
+        server or etcd down; the data plane must not freeze with it)."""
+        with self._lock:
+            running = [sb for sb in self.sandboxes.values() if not sb.terminating and sb.pod]
+        for sb in running:
+            self._restart_exited(sb, sb.pod)
+            if not sb.ready and self._probes_pass(sb):
+                with self._lock:
+                    sb.ready = True
+
     def _sync_node_ports(self) -> None:
         """As kube-proxy: every NodePort Service's TCP node ports open on the node's address.
 
@@ -281,7 +308,7 @@ class DataPlane:
         """
         wanted: dict[int, tuple[str, int, dict[str, str]]] = {}
         for ns in self.namespaces:
-            for svc in self.kube.list("v1", "Service", ns):
+            for svc in self.kube.list("v1", "Service", ns, _request_timeout=LIST_TIMEOUT_S):
                 spec = svc.get("spec") or {}
                 if spec.get("type") != "NodePort":
                     continue

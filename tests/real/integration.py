@@ -176,6 +176,11 @@ def _print_restarts(env: Env) -> None:
     restarted = {sb.key: sb.restarts for sb in env.plane.sandboxes.values() if sb.restarts}
     if restarted:
         print(f"integration: containers restarted after they exited: {restarted}", file=sys.stderr)
+    if env.sup.failed_restarts:
+        print(
+            f"integration: components that could not be started again: {env.sup.failed_restarts}",
+            file=sys.stderr,
+        )
     if env.sup.restarts:
         print(
             f"integration: components started again after they exited on their own: {env.sup.restarts}",

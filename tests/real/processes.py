@@ -85,6 +85,7 @@ class Supervisor:
         # The kubelet's restartPolicy Always, for the components (keep_running):
         # a process that exits on its own is started again, and counted.
         self.restarts: dict[str, int] = {}
+        self.failed_restarts: list[str] = []
         self._kept: Callable[[Process], bool] = lambda _p: False
         # Processes a fault scenario took down on purpose: not started again until it says so.
         self._held: set[str] = set()
@@ -112,7 +113,8 @@ class Supervisor:
 
     def find(self, name: str) -> Process:
         """The running process of that name (the newest, after a restart)."""
-        found = [p for p in self.processes if p.name == name]
+        with self._lock:
+            found = [p for p in self.processes if p.name == name]
         if not found:
             raise ConformanceError(f"no process named {name}: {[p.name for p in self.processes]}")
         return found[-1]
@@ -137,9 +139,12 @@ class Supervisor:
                 ]
                 for proc in gone:
                     self.restarts[proc.name] = self.restarts.get(proc.name, 0) + 1
-                    with proc.log.open("a") as log:
-                        log.write(f"\n--- exited with {proc.popen.returncode}: started again ---\n")
-                    self._respawn(proc)
+                    try:
+                        with proc.log.open("a") as log:
+                            log.write(f"\n--- exited with {proc.popen.returncode}: started again ---\n")
+                        self._respawn(proc)
+                    except Exception as e:  # one failed start must not end the watchdog for the run
+                        self.failed_restarts.append(f"{proc.name}: {type(e).__name__}: {e}")
 
     def kill(self, proc: Process, *, hold: bool = True) -> None:
         """SIGKILL, as a crash or an OOM kill would: no cleanup, no goodbye.
@@ -169,6 +174,8 @@ class Supervisor:
             return self._respawn(proc)
 
     def _respawn(self, proc: Process) -> Process:
+        # Whatever the dead process started goes first: it may hold the ports.
+        _signal_group(proc, signal.SIGKILL)
         if proc in self.processes:
             self.processes.remove(proc)
         return self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)

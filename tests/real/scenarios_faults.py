@@ -65,8 +65,7 @@ SETTLE_S = 2.0
 # The model's server the stale scenario stops, and how long the function is down meanwhile.
 MODEL_SERVER = "vllm-llama"
 STALE_DOWN_S = 20.0
-# Requests while a pod's container is down: one every BURST_EVERY_S for BURST_S.
-BURST_S = 12.0
+# Requests while a pod's container is down: one every BURST_EVERY_S.
 BURST_EVERY_S = 0.05
 # The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in the pod.
 POD_LISTENER = 10080
@@ -111,15 +110,28 @@ def _add_route(env: Env) -> None:
     env.kube.apply(model_route_doc(FAULT_ROUTE, f"fault/model-{time.time():.0f}", backends))
 
 
-def _serving(env: Env) -> bool:
-    """The truth after a fault: the rollout finished and every XR says, as decided, that it serves."""
+def _serving(env: Env, settled_before: str | None = None) -> bool:
+    """The truth after a fault: the rollout finished and every XR says, as decided, that it serves.
+
+    After a rollout, status.serving True from before it proves nothing: with
+    settled_before (the gateway's status.deployment.settledTemplate when the
+    fault began) the function must also have settled on the new template.
+    """
     if not rolled_out(env.deployment()):
+        return False
+    if settled_before is not None and _settled_template(env) in {None, settled_before}:
         return False
     xrs = [env.gateway(), *env.kube.list(XR_API, "ModelRoute")]
     return all(
         x is not None and said(x, "GatewayReady" if x["kind"] == "InferenceGateway" else "RoutingReady")[0]
         for x in xrs
     )
+
+
+def _settled_template(env: Env) -> str | None:
+    """The pod template the function last settled the gateway on (status.deployment.settledTemplate)."""
+    found = (((env.gateway() or {}).get("status") or {}).get("deployment") or {}).get("settledTemplate")
+    return str(found) if found else None
 
 
 def _settled(env: Env) -> dict[str, str]:
@@ -136,12 +148,15 @@ def _settled(env: Env) -> dict[str, str]:
 
 
 def _reconciled_again(env: Env) -> None:
-    """Until every XR has been reconciled since its reporter came back: Synced True on all.
+    """Until no XR says its last reconcile failed: Synced True on all.
 
     A reporter's return is not the XR's: Crossplane requeues a reconcile that
     failed (Synced=False, ReconcileError) with backoff from 1 s to 30 s, and
     nothing can move the XR's conditions before that next reconcile. Up to
     then its seconds are stale, not lies; how long it took is in the recovery.
+    An XR whose reconcile never failed (a hung call waits, the API server
+    could not record a failure) passes at once: its seconds after the return
+    are judged as lies, the strict reading.
     """
     wait(
         "every XR reconciled since the reporter came back",
@@ -169,6 +184,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         _check_kept(env, r, before)
         return
     proc = env.sup.find(fault.component)
+    template = _settled_template(env) if fault.during == "rollout" else None
     reporter = fault.component in REPORTERS
     down = env.prober.reporter_down() if reporter else contextlib.nullcontext()
     with down:
@@ -190,7 +206,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         if reporter:
             _reconciled_again(env)
     env.prober.fault()
-    wait(f"every XR serving after {fault.component} came back", lambda: _serving(env), CONVERGE_S)
+    wait(f"every XR serving after {fault.component} came back", lambda: _serving(env, template), CONVERGE_S)
     r.recovery = time.time() - back
     r.notes.append(
         f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {fault.down_s:.0f} s "
@@ -219,12 +235,17 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
 
     GatewayReady is not asked to move: the other pod serves, and a container
     that restarts makes its pod leave the Service (ContainersReady false).
-    Requests every BURST_EVERY_S for BURST_S, through the Service and straight
-    to the pod, say what a client gets: through the Service, a failure after
-    the detection allowance while the conditions say serving is a lie.
+    Requests every BURST_EVERY_S from the kill until DETECTION_S after the pod
+    is back, through the Service and straight to the pod, say what a client
+    gets: through the Service, a failure after the detection allowance while
+    the conditions say serving is a lie. GatewayReady is read meanwhile.
     """
-    sandboxes = sorted(env.plane.sandboxes.values(), key=lambda sb: sb.key)
-    assert len(sandboxes) >= 2, f"want two Envoy pods, have {[sb.key for sb in sandboxes]}"
+    with env.plane._lock:  # the data plane's sync thread changes the map
+        sandboxes = sorted(
+            (sb for sb in env.plane.sandboxes.values() if sb.ready and not sb.terminating),
+            key=lambda sb: sb.key,
+        )
+    assert len(sandboxes) >= 2, f"want two serving Envoy pods, have {[sb.key for sb in sandboxes]}"
     sb = sandboxes[0]
     index = next((i for i, c in enumerate(sb.containers) if c["name"] == container), None)
     assert index is not None, f"no container {container} in {sb.key}: {[c['name'] for c in sb.containers]}"
@@ -234,39 +255,59 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
     service = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
     restarts = sb.restarts
     bursts: dict[str, list[tuple[float, int]]] = {"service": [], "pod": []}
+    gateway_said: set[bool] = set()
+    done = threading.Event()
     killed = time.time()
     workers = [
-        threading.Thread(target=_burst, args=(bursts["service"], killed, service, model, "127.0.0.1")),
-        threading.Thread(target=_burst, args=(bursts["pod"], killed, POD_LISTENER, model, sb.ip)),
+        threading.Thread(
+            target=_burst, args=(bursts["service"], killed, done, ("127.0.0.1", service), model)
+        ),
+        threading.Thread(target=_burst, args=(bursts["pod"], killed, done, (sb.ip, POD_LISTENER), model)),
+        threading.Thread(target=_read_gateway, args=(env, gateway_said, done)),
     ]
     env.sup.kill(sb.processes[index], hold=False)
     env.prober.fault()
     for w in workers:
         w.start()
-    wait(
-        f"{sb.key}'s {container} started again and the pod ready",
-        lambda: sb.restarts > restarts and sb.ready and all(p.alive() for p in sb.processes),
-        POD_RECOVERY_S,
-    )
-    r.recovery = time.time() - killed
-    gateway_said = said(env.gateway() or {}, "GatewayReady")[0]
-    for w in workers:
-        w.join()
+    try:
+        wait(
+            f"{sb.key}'s {container} started again and the pod ready",
+            lambda: sb.restarts > restarts and sb.ready and all(p.alive() for p in sb.processes),
+            POD_RECOVERY_S,
+        )
+        r.recovery = time.time() - killed
+        time.sleep(DETECTION_S + 2)  # requests go on past the allowance, with the pod back
+    finally:
+        done.set()
+        for w in workers:
+            w.join()
     wait("every XR serving after the pod came back", lambda: _serving(env), CONVERGE_S)
     late = [(t, status) for t, status in bursts["service"] if t >= DETECTION_S and not 200 <= status < 300]
     r.notes.append(
         f"{sb.key}'s {container} killed under traffic, serving again {r.recovery:.0f} s after; "
-        f"GatewayReady said {gateway_said}; through the Service {_summary(bursts['service'])}; "
-        f"straight to the pod {_summary(bursts['pod'])}"
+        f"GatewayReady said {' and '.join(map(str, sorted(gateway_said)))} meanwhile; "
+        f"through the Service {_summary(bursts['service'])}; straight to the pod {_summary(bursts['pod'])}"
     )
     assert not late, f"requests through the Service failed after the detection allowance: {late[:5]}"
 
 
-def _burst(out: list[tuple[float, int]], since: float, port: int, model: str, host: str) -> None:
-    """A request every BURST_EVERY_S for BURST_S: (seconds since `since`, status; 0 when refused)."""
-    while (now := time.time()) - since < BURST_S:
-        out.append((now - since, chat(port, model, host=host).status))
-        time.sleep(BURST_EVERY_S)
+def _burst(
+    out: list[tuple[float, int]], since: float, done: threading.Event, to: tuple[str, int], model: str
+) -> None:
+    """A request every BURST_EVERY_S until done: (seconds since `since`, status; 0 when refused)."""
+    while not done.is_set():
+        answer = chat(to[1], model, host=to[0])
+        out.append((time.time() - since, answer.status))
+        done.wait(BURST_EVERY_S)
+
+
+def _read_gateway(env: Env, said_values: set[bool], done: threading.Event) -> None:
+    """What the gateway says it decided, read every half second until done."""
+    while not done.is_set():
+        gw = env.gateway()
+        if gw is not None:
+            said_values.add(said(gw, "GatewayReady")[0])
+        done.wait(0.5)
 
 
 def _summary(answers: list[tuple[float, int]]) -> str:
@@ -344,15 +385,17 @@ def function_replica_killed(env: Env, r: Report) -> None:
     try:
         _point_crossplane_at(env, f"dns:///{FUNCTION_SERVICE}:{port}")
         env.sup.stop(single)  # every call now goes to the two replicas
+        template = _settled_template(env)
         _start_rollout(env)
-        wait("every XR serving through two replicas", lambda: _serving(env), CONVERGE_S)
+        wait("every XR serving through two replicas", lambda: _serving(env, template), CONVERGE_S)
         before_kill = {p.name: _calls(p) for p in replicas}
         assert all(before_kill.values()), f"want both replicas answering calls: {before_kill}"
         env.sup.kill(replicas[0])
         killed = time.time()
         env.prober.fault()
+        template = _settled_template(env)
         _start_rollout(env)
-        wait("every XR serving with one replica down", lambda: _serving(env), CONVERGE_S)
+        wait("every XR serving with one replica down", lambda: _serving(env, template), CONVERGE_S)
         r.recovery = time.time() - killed
         answered = _calls(replicas[1]) - before_kill[replicas[1].name]
         r.notes.append(
