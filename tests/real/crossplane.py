@@ -112,7 +112,8 @@ class CrossplaneStack:
         proc = self.sup.start(
             "function",
             [sys.executable, "-m", "function", "--tls-server-certs-dir", str(certs)],
-            env={"ADDRESS": self.function_endpoint, "PYTHONPATH": str(ROOT)},
+            # DEBUG: a line per call, so a fault scenario can tell when Crossplane calls it again.
+            env={"ADDRESS": self.function_endpoint, "PYTHONPATH": str(ROOT), "DEBUG": "true"},
             ports=[port],
         )
         self.sup.wait_until(proc, "the function listening", lambda: port_open(port))

@@ -147,8 +147,15 @@ def _settled(env: Env) -> dict[str, str]:
     return wait("the composed Objects settled", read, CONVERGE_S)  # type: ignore[no-any-return]
 
 
-def _reconciled_again(env: Env) -> None:
-    """Until no XR says its last reconcile failed: Synced True on all.
+def _reconciled_again(env: Env, answered: int) -> None:
+    """Until Crossplane calls the function again and no XR says its last reconcile failed.
+
+    Crossplane dials the function waitForReady: a reconcile during the outage
+    waits for the connection, and gRPC's reconnect backoff (1 s growing 1.6
+    times, to 120 s) can leave the function up and uncalled for many seconds
+    (CI: 7 s after a 20 s outage). Until the function has answered a call
+    again (`answered`: the calls it had answered at its return), the
+    reporter is not back.
 
     A reporter's return is not the XR's: Crossplane requeues a reconcile that
     failed (Synced=False, ReconcileError) with backoff from 1 s to 30 s, and
@@ -158,6 +165,12 @@ def _reconciled_again(env: Env) -> None:
     could not record a failure) passes at once: its seconds after the return
     are judged as lies, the strict reading.
     """
+    wait(
+        "Crossplane calling the function again",
+        lambda: _calls(env.sup.find("function")) > answered,
+        CONVERGE_S,
+        interval=0.1,
+    )
     wait(
         "every XR reconciled since the reporter came back",
         lambda: all(
@@ -198,13 +211,15 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         if fault.component not in API:
             _in_flight(env, fault)
         time.sleep(fault.down_s)
+        # The calls answered by the component's return (none while the function is down).
+        answered = _calls(env.sup.find("function"))
         if fault.how == "kill":
             env.sup.restart(proc)
         else:
             env.sup.resume(proc)
         back = time.time()
         if reporter:
-            _reconciled_again(env)
+            _reconciled_again(env, answered)
     env.prober.fault()
     wait(f"every XR serving after {fault.component} came back", lambda: _serving(env, template), CONVERGE_S)
     r.recovery = time.time() - back
@@ -466,9 +481,10 @@ def function_down_while_a_model_stops(env: Env, r: Report) -> None:
         scale(0)
         stopped = time.time()
         time.sleep(STALE_DOWN_S)
+        answered = _calls(proc)
         env.sup.restart(proc)
         back = time.time()
-        _reconciled_again(env)
+        _reconciled_again(env, answered)
     wait(
         "RoutingReady False as decided after the function came back",
         lambda: (rt := env.route()) is not None and not said(rt, "RoutingReady")[0],
