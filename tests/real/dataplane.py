@@ -452,8 +452,24 @@ class DataPlane:
         return None
 
     def _write_volumes(self, sb: Sandbox, pod: dict[str, Any]) -> None:
-        """Secret, ConfigMap and projected volumes as the kubelet writes them: swapped whole, atomically."""
+        """Secret, ConfigMap and projected volumes as the kubelet writes them: swapped whole, atomically.
+
+        The Secrets come from one list, a snapshot at one resourceVersion, as
+        the kubelet reads them from its watch cache. Read one GET at a time
+        from a loaded API server (seconds apart at 100 routes), Envoy AI
+        Gateway's bundle index and its parts, which it rewrites in turn, were
+        caught at different versions: the ext-proc refused the bundle
+        ("checksum mismatch") and answered 500 for minutes (CI, make scale).
+        """
         ns = pod["metadata"]["namespace"]
+        snapshot: dict[str, dict[str, Any]] = {}
+
+        def secrets() -> dict[str, dict[str, Any]]:
+            if not snapshot:
+                snapshot.update({o["metadata"]["name"]: o for o in self.kube.list("v1", "Secret", ns)})
+                snapshot.setdefault("", {})  # listed, even when the namespace has none
+            return snapshot
+
         for vol in pod["spec"].get("volumes") or []:
             target = sb.dir / "volumes" / vol["name"]
             if "emptyDir" in vol:
@@ -462,9 +478,7 @@ class DataPlane:
             # A service-account token is only projected in Envoy Gateway's
             # GatewayNamespace mode, which the data plane does not run.
             found = [
-                _secret_files(self.kube, ns, ref)
-                if kind == "Secret"
-                else _config_map_files(self.kube, ns, ref)
+                _secret_files(secrets(), ref) if kind == "Secret" else _config_map_files(self.kube, ns, ref)
                 for kind, ref in _sources(vol)
             ]
             files: dict[str, bytes] | None
@@ -677,9 +691,9 @@ def _source_name(ref: Mapping[str, Any]) -> str:
     return str(ref.get("secretName") or ref.get("name"))
 
 
-def _secret_files(kube: Kube, ns: str, ref: dict[str, Any]) -> dict[str, bytes] | None:
-    obj = kube.get("v1", "Secret", _source_name(ref), ns)
-    if obj is None:
+def _secret_files(secrets: Mapping[str, dict[str, Any]], ref: dict[str, Any]) -> dict[str, bytes] | None:
+    obj = secrets.get(_source_name(ref))
+    if not obj:
         return None
     data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
     return _items(data, ref.get("items"))
