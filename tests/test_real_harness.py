@@ -424,11 +424,17 @@ def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back
     assert (t.lying, t.written_back) == (1, 1)
 
 
-def test_while_the_api_server_is_down_on_purpose_requests_go_on_judged_by_what_the_xrs_said_last() -> None:
+def _probed_then_api_server_down() -> prober.Prober:
+    """A prober that has probed one second of a serving gateway and route; the API server then goes down."""
     kube = _FakeKube({"serving": {"ready": True}}, {"serving": {"ready": True}})
     p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
     p._probe(1)
     kube.down = True
+    return p
+
+
+def test_while_the_api_server_is_down_on_purpose_requests_go_on_judged_by_what_the_xrs_said_last() -> None:
+    p = _probed_then_api_server_down()
     with p.reporter_down():
         p._probe(2)
     during = {s.subject: (s.ready, s.down) for s in p.samples if s.second == 2}
@@ -439,10 +445,7 @@ def test_while_the_api_server_is_down_on_purpose_requests_go_on_judged_by_what_t
 
 
 def test_an_api_server_down_by_accident_is_an_error_not_a_probe_of_old_answers() -> None:
-    kube = _FakeKube({"serving": {"ready": True}}, {"serving": {"ready": True}})
-    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
-    p._probe(1)
-    kube.down = True
+    p = _probed_then_api_server_down()
     with pytest.raises(ConnectionRefusedError):
         p._probe(2)
 

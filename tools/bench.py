@@ -143,10 +143,16 @@ def p(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
-def main() -> int:
+def floor_command() -> list[str]:
+    """How to start the SDK floor: FLOOR written beside the venv, run by this Python."""
     floor_file = ROOT / ".venv" / "bench_floor.py"
     floor_file.parent.mkdir(exist_ok=True)
     floor_file.write_text(FLOOR)
+    return [sys.executable, str(floor_file)]
+
+
+def main() -> int:
+    floor_cmd = floor_command()
     colds = []
     for _ in range(5):
         proc, _addr, cold = start([sys.executable, "-m", "function"])
@@ -154,7 +160,7 @@ def main() -> int:
         proc.terminate()
         proc.wait()
     ours, ours_addr, _ = start([sys.executable, "-m", "function"])
-    floor, floor_addr, _ = start([sys.executable, str(floor_file)])
+    floor, floor_addr, _ = start(floor_cmd)
     try:
         stubs = {
             name: grpcv1.FunctionRunnerServiceStub(grpc.insecure_channel(addr))

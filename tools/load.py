@@ -38,8 +38,7 @@ import grpc
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from tests.support import ROOT
-from tools.bench import FLOOR, p, route_request, rss_mb, start
+from tools.bench import floor_command, p, route_request, rss_mb, start
 
 # Calls per second, each held for STEP_S; the sweep stops past both knees.
 RATES = tuple(int(r) for r in os.environ.get("LOAD_RATES", "25,50,100,200,400,800").split(","))
@@ -170,12 +169,9 @@ def drain(req: fnv1.RunFunctionRequest, callers: int = 16, seconds: float = 1.0)
 
 
 def main() -> int:
-    floor_file = ROOT / ".venv" / "bench_floor.py"
-    floor_file.parent.mkdir(exist_ok=True)
-    floor_file.write_text(FLOOR)
     req = route_request(8)
     ours, ours_addr, _ = start([sys.executable, "-m", "function"])
-    floor, floor_addr, _ = start([sys.executable, str(floor_file)])
+    floor, floor_addr, _ = start(floor_command())
     steps: dict[str, list[Step]] = {"ours": [], "floor": []}
     try:
         print(f"{'calls/s':>8} {'ours p50 ms':>12} {'p99':>8} {'failed':>7} {'floor p50 ms':>13} {'p99':>8}")

@@ -67,7 +67,19 @@ def _crds(folder: Path) -> list[dict[str, Any]]:
 
 
 class CrossplaneStack:
-    def __init__(self, cp: ControlPlane, kube: Kube, sup: Supervisor, workdir: Path, lab: Lab) -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        kube: Kube,
+        sup: Supervisor,
+        workdir: Path,
+        lab: Lab,
+        *,
+        log_calls: bool = False,
+    ) -> None:
+        # A line per function call (DEBUG): fault scenarios count them to tell when Crossplane
+        # calls again; other runs leave it off, as it costs every call (100 routes: many a second).
+        self.log_calls = log_calls
         self.cp = cp
         self.lab = lab
         self.kube = kube
@@ -112,8 +124,11 @@ class CrossplaneStack:
         proc = self.sup.start(
             "function",
             [sys.executable, "-m", "function", "--tls-server-certs-dir", str(certs)],
-            # DEBUG: a line per call, so a fault scenario can tell when Crossplane calls it again.
-            env={"ADDRESS": self.function_endpoint, "PYTHONPATH": str(ROOT), "DEBUG": "true"},
+            env={
+                "ADDRESS": self.function_endpoint,
+                "PYTHONPATH": str(ROOT),
+                **({"DEBUG": "true"} if self.log_calls else {}),
+            },
             ports=[port],
         )
         self.sup.wait_until(proc, "the function listening", lambda: port_open(port))

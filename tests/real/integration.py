@@ -101,7 +101,7 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, *FAULTS]
 
 
 @contextmanager
-def environment(workdir: Path) -> Iterator[Env]:
+def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
     sup = Supervisor(workdir / "logs")
     lab = Lab(("provider-kubernetes", "envoy-gateway"))
     env: Env | None = None
@@ -124,7 +124,7 @@ def environment(workdir: Path) -> Iterator[Env]:
                     },
                 }
             )
-        CrossplaneStack(cp, kube, sup, workdir, lab).start()
+        CrossplaneStack(cp, kube, sup, workdir, lab, log_calls=log_calls).start()
         # The Input's marker for the release that runs (MARKER above).
         kube.apply_file(
             EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
@@ -220,7 +220,7 @@ def main() -> int:
     totals: list[Totals] = []
     started = time.monotonic()
     try:
-        with environment(workdir) as env:
+        with environment(workdir, log_calls=any(s in FAULTS for s in chosen)) as env:
             print(f"integration: environment up in {time.monotonic() - started:.0f} s", file=sys.stderr)
             for scenario in chosen:
                 report = Report(scenario.__name__)

@@ -154,8 +154,8 @@ def _reconciled_again(env: Env, answered: int) -> None:
     waits for the connection, and gRPC's reconnect backoff (1 s growing 1.6
     times, to 120 s) can leave the function up and uncalled for many seconds
     (CI: 7 s after a 20 s outage). Until the function has answered a call
-    again (`answered`: the calls it had answered at its return), the
-    reporter is not back.
+    again (`answered`: the calls it had answered at its return; a run with
+    fault scenarios logs every call), the reporter is not back.
 
     A reporter's return is not the XR's: Crossplane requeues a reconcile that
     failed (Synced=False, ReconcileError) with backoff from 1 s to 30 s, and
