@@ -585,3 +585,40 @@ def test_the_unit_suite_imports_without_the_kubernetes_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _terminating(finalizers: list[str], since: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "r", "namespace": "team-a", "finalizers": finalizers}
+    if since:
+        meta["deletionTimestamp"] = since
+    return {"metadata": meta}
+
+
+# 2026-12-03T10:00:00Z
+NOON = 1796292000.0
+STUCK_CASES = [
+    (
+        "an object Terminating for a minute with Envoy AI Gateway's finalizer is stuck, the others' kept",
+        _terminating([report.AIGW_FINALIZER, "other.io/keep"], "2026-12-03T09:59:00Z"),
+        ["other.io/keep"],
+    ),
+    (
+        "an object Terminating for less than the allowance is still the controller's to finish",
+        _terminating([report.AIGW_FINALIZER], "2026-12-03T09:59:45Z"),
+        None,
+    ),
+    ("an object not being deleted is never touched", _terminating([report.AIGW_FINALIZER], None), None),
+    (
+        "an object Terminating on another controller's finalizer is not Envoy AI Gateway's to release",
+        _terminating(["other.io/keep"], "2026-12-03T09:00:00Z"),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "obj", "keep"), STUCK_CASES, ids=[c[0] for c in STUCK_CASES])
+def test_an_object_envoy_ai_gateway_left_terminating_is_found(
+    name: str, obj: dict[str, Any], keep: list[str] | None
+) -> None:
+    stuck = report.stuck_on_finalizer([obj], NOON)
+    assert [k for _, k in stuck] == ([keep] if keep is not None else []), name

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ FUNCTION = "function-gateway-readiness"
 # raise it; this run does as the README says.
 CROSSPLANE_ARGS = ("--circuit-breaker-burst=1000", "--circuit-breaker-refill-rate=20")
 CROSSPLANE_NS = "crossplane-system"
+# FGR_OBSERVE_GATEWAY=0 runs the ModelRoute Composition with the Input's
+# observeGateway: false, as docs/operations.md advises on Crossplane v2.4.
+OBSERVE_GATEWAY = os.environ.get("FGR_OBSERVE_GATEWAY", "1") != "0"
 # The package manager's FunctionRevision, and the endpoint it writes for a
 # Function: its headless Service, dns:///<function>.<namespace>:9443
 # (internal/controller/pkg/runtime, Crossplane v2.4.0); Crossplane dials it
@@ -308,5 +312,11 @@ class CrossplaneStack:
                 timeout=90,
             )
         for composition in sorted(configuration.glob("*-composition.yaml")):
-            self.kube.apply_file(composition)
+            self.kube.apply_file(composition, mutate=_observe_gateway)
         self.kube.wait_crds_established()
+
+
+def _observe_gateway(composition: dict[str, Any]) -> None:
+    for step in composition["spec"]["pipeline"]:
+        if step["input"].get("compose") == "ModelRoute" and not OBSERVE_GATEWAY:
+            step["input"]["observeGateway"] = False

@@ -18,7 +18,7 @@ from tests.real.envoy import EG_NS
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
 from tests.real.processes import Supervisor
-from tests.real.report import Report
+from tests.real.report import Report, stuck_on_finalizer
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
@@ -29,6 +29,8 @@ OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
 
 
 AIGW_API = "aigateway.envoyproxy.io/v1beta1"
+# The kinds Envoy AI Gateway puts its finalizer on (report.stuck_on_finalizer).
+AIGW_FINALIZED_KINDS = ("AIGatewayRoute", "AIServiceBackend", "BackendSecurityPolicy")
 
 
 INPUT_API = "gatewayreadiness.fn.crossplane.io/v1alpha1"
@@ -82,6 +84,8 @@ class Env:
         self.vllm = vllm
         # The caller keys a scenario has made valid, by header: the prober sends them.
         self.keys: dict[str, str] = {}
+        # Objects stuck on envoyproxy/ai-gateway#2565 whose finalizer this run removed.
+        self.released: list[str] = []
 
     def xr(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
         return self.kube.get(XR_API, kind, name, ns)
@@ -110,6 +114,28 @@ class Env:
             label_selector=f"gateway.envoyproxy.io/owning-gateway-name={GATEWAY[1]},"
             f"gateway.envoyproxy.io/owning-gateway-namespace={GATEWAY[0]}",
         )
+
+    def release_stuck_finalizers(self) -> list[str]:
+        """Remove Envoy AI Gateway's finalizer from objects it left Terminating (envoyproxy/ai-gateway#2565).
+
+        The workaround a platform team would apply: the controller ran its
+        deletion callback before the Update that conflicted, so nothing is
+        skipped by removing the finalizer. Each release is counted in
+        self.released and printed in the run's summary, never hidden.
+        """
+        released = []
+        for kind in AIGW_FINALIZED_KINDS:
+            for meta, keep in stuck_on_finalizer(self.kube.list(AIGW_API, kind), time.time()):
+                self.kube.merge_patch(
+                    AIGW_API,
+                    kind,
+                    meta["name"],
+                    meta["namespace"],
+                    {"metadata": {"finalizers": keep or None}},
+                )
+                released.append(f"{kind} {meta['namespace']}/{meta['name']}")
+        self.released += released
+        return released
 
     def objects(self, ns: str) -> dict[str, dict[str, Any]]:
         return {o["metadata"]["name"]: o for o in self.kube.list(OBJECT_API, "Object", ns)}

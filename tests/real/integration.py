@@ -218,6 +218,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="fgr-integration-"))
     reports: list[Report] = []
     totals: list[Totals] = []
+    released = 0
     started = time.monotonic()
     try:
         with environment(workdir, log_calls=any(s in FAULTS for s in chosen)) as env:
@@ -258,6 +259,7 @@ def main() -> int:
                 if not report.ok:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())
+            released = len(env.released)
             _print_restarts(env)
     except Exception as e:
         print(f"integration: FAILED to bring the environment up: {type(e).__name__}: {e}", file=sys.stderr)
@@ -279,7 +281,8 @@ def main() -> int:
     print(
         f"integration: {passed} of {len(chosen)} scenarios passed on {versions_line()}; "
         f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}, "
-        f"written-back seconds {t.written_back} (Crossplane #7062, counted apart); {truth}"
+        f"written-back seconds {t.written_back} (Crossplane #7062, counted apart); "
+        f"finalizers released {released} (envoyproxy/ai-gateway#2565); {truth}"
     )
     faults = [r for r in reports if r.fault]
     wanted = [s for s in chosen if s in FAULTS]

@@ -6,6 +6,7 @@ reporting and the prober's judging on a machine that never drives a cluster.
 
 from __future__ import annotations
 
+import datetime
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,37 @@ class Report:
     lost: int = 0
     # Seconds a request failed while a condition said it serves and its reporter was down.
     stale_down: int = 0
+
+
+# Envoy AI Gateway's finalizer. v1.1.0's handleFinalizer
+# (internal/controller/controller.go) runs the deletion callback, then removes
+# the finalizer with an Update; on a conflict it logs "Failed to remove
+# finalizer from object" and returns without requeueing, so the object stays
+# Terminating until some later event reconciles it (envoyproxy/ai-gateway#2565,
+# open; PR #2566). Seen here when 100 ModelRoutes were deleted at once.
+AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
+# How long an object may wait for that finalizer before it counts as stuck.
+AIGW_STUCK_AFTER_S = 30.0
+
+
+def stuck_on_finalizer(objects: list[dict[str, Any]], now: float) -> list[tuple[dict[str, Any], list[str]]]:
+    """The objects Terminating for AIGW_STUCK_AFTER_S with Envoy AI Gateway's finalizer, each with the
+    finalizers to keep (the others')."""
+    stuck = []
+    for o in objects:
+        meta = o["metadata"]
+        finalizers = meta.get("finalizers") or []
+        since = meta.get("deletionTimestamp")
+        if since and AIGW_FINALIZER in finalizers and now - _seconds(since) >= AIGW_STUCK_AFTER_S:
+            stuck.append((meta, [f for f in finalizers if f != AIGW_FINALIZER]))
+    return stuck
+
+
+def _seconds(when: Any) -> float:
+    """A timestamp as the client gives it (a datetime) or as the API writes it (RFC 3339)."""
+    if isinstance(when, datetime.datetime):
+        return when.timestamp()
+    return datetime.datetime.fromisoformat(str(when).replace("Z", "+00:00")).timestamp()
 
 
 def condition(obj: dict[str, Any] | None, typ: str) -> dict[str, Any]:

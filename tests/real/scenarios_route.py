@@ -667,8 +667,9 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
 SCALE_ROUTES = int(os.environ.get("FGR_ROUTES", "100"))
 # How late a route may learn that its gateway is not ready, at scale: each of
 # SCALE_ROUTES reconciles applies its composed resources before its status, on
-# one API server. Measured at 100 routes on 2 cores (docs/operations.md); a
-# tripped circuit breaker (30 s half-open probes) would exceed it.
+# one API server. Measured at 100 routes on 2 cores (docs/operations.md):
+# max 13 s with the gateway observer off (make scale), 19 to 22 s with it on;
+# a tripped circuit breaker (30 s half-open probes) would exceed it.
 SCALE_FOLLOW_BOUND_S = 20.0
 
 
@@ -696,14 +697,15 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     finally:
         for name in names:
             env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
-        wait(
-            "the scale routes gone",
-            lambda: (
-                not any(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
-            ),
-            900,
-            interval=2,
-        )
+
+        def gone() -> bool:
+            # 100 routes deleted at once is where Envoy AI Gateway v1.1.0 loses
+            # a finalizer to a conflict (envoyproxy/ai-gateway#2565).
+            if released := env.release_stuck_finalizers():
+                r.notes.append(f"released Envoy AI Gateway's finalizer (#2565) from {', '.join(released)}")
+            return not any(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
+
+        wait("the scale routes gone", gone, 900, interval=2)
 
 
 class _Truth:
