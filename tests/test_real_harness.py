@@ -587,8 +587,8 @@ def test_the_unit_suite_imports_without_the_kubernetes_client() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def _terminating(finalizers: list[str], since: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "r", "namespace": "team-a", "finalizers": finalizers}
+def _terminating(finalizers: list[str], since: str | None, name: str = "r") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "team-a", "finalizers": finalizers}
     if since:
         meta["deletionTimestamp"] = since
     return {"metadata": meta}
@@ -596,29 +596,49 @@ def _terminating(finalizers: list[str], since: str | None) -> dict[str, Any]:
 
 # 2026-12-03T10:00:00Z
 NOON = 1796292000.0
+# A line Envoy AI Gateway v1.1.0's controller wrote in CI (envoyproxy/ai-gateway#2565).
+CONFLICT_LOG = (
+    "2026-12-03T11:39:22Z\tERROR\tcontroller.ai-service-backend\tFailed to remove finalizer from object\t"
+    '{"namespace": "team-a", "name": "r", "error": "Operation cannot be fulfilled on aiservicebackends'
+    '.aigateway.envoyproxy.io \\"r\\": the object has been modified"}\n'
+)
 STUCK_CASES = [
     (
-        "an object Terminating for a minute with Envoy AI Gateway's finalizer is stuck, the others' kept",
+        "an object Terminating for a minute after the controller logged the failed removal is stuck, the others' kept",
         _terminating([report.AIGW_FINALIZER, "other.io/keep"], "2026-12-03T09:59:00Z"),
+        CONFLICT_LOG,
         ["other.io/keep"],
     ),
     (
         "an object Terminating for less than the allowance is still the controller's to finish",
         _terminating([report.AIGW_FINALIZER], "2026-12-03T09:59:45Z"),
+        CONFLICT_LOG,
         None,
     ),
-    ("an object not being deleted is never touched", _terminating([report.AIGW_FINALIZER], None), None),
+    (
+        "an object the controller never logged a failed removal for is left for its deletion wait to report",
+        _terminating([report.AIGW_FINALIZER], "2026-12-03T09:00:00Z"),
+        CONFLICT_LOG.replace('"name": "r"', '"name": "another"'),
+        None,
+    ),
+    (
+        "an object not being deleted is never touched",
+        _terminating([report.AIGW_FINALIZER], None),
+        CONFLICT_LOG,
+        None,
+    ),
     (
         "an object Terminating on another controller's finalizer is not Envoy AI Gateway's to release",
         _terminating(["other.io/keep"], "2026-12-03T09:00:00Z"),
+        CONFLICT_LOG,
         None,
     ),
 ]
 
 
-@pytest.mark.parametrize(("name", "obj", "keep"), STUCK_CASES, ids=[c[0] for c in STUCK_CASES])
+@pytest.mark.parametrize(("name", "obj", "log", "keep"), STUCK_CASES, ids=[c[0] for c in STUCK_CASES])
 def test_an_object_envoy_ai_gateway_left_terminating_is_found(
-    name: str, obj: dict[str, Any], keep: list[str] | None
+    name: str, obj: dict[str, Any], log: str, keep: list[str] | None
 ) -> None:
-    stuck = report.stuck_on_finalizer([obj], NOON)
+    stuck = report.stuck_on_finalizer([obj], NOON, report.conflicted(log))
     assert [k for _, k in stuck] == ([keep] if keep is not None else []), name

@@ -156,9 +156,11 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))
         env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm, sup)
         env.prober.start()
+        env.start_releasing()
         yield env
     finally:
         if env is not None:
+            env.stop()
             env.prober.stop()
             env.plane.stop()
         if vllm is not None:
@@ -228,6 +230,7 @@ def main() -> int:
                 env.prober.scenario = scenario.__name__
                 since = int(time.time())
                 t0 = time.monotonic()
+                released_before = len(env.released)
                 try:
                     scenario(env, report)
                     report.ok = True
@@ -241,6 +244,11 @@ def main() -> int:
                     f"leaks {judged.leaks}, written back {judged.written_back}"
                     + (f", stale while a reporter was down {judged.stale_down}" if report.fault else "")
                     + (f", ablation lying {judged.ablation_lying}" if judged.ablation_lying else "")
+                    + (
+                        f", Envoy AI Gateway finalizers released (#2565): {', '.join(env.released[released_before:])}"
+                        if len(env.released) > released_before
+                        else ""
+                    )
                 )
                 if report.ok and (judged.lying or judged.leaks):
                     report.ok = False

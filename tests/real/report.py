@@ -7,6 +7,7 @@ reporting and the prober's judging on a machine that never drives a cluster.
 from __future__ import annotations
 
 import datetime
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,15 +42,34 @@ AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
 AIGW_STUCK_AFTER_S = 30.0
 
 
-def stuck_on_finalizer(objects: list[dict[str, Any]], now: float) -> list[tuple[dict[str, Any], list[str]]]:
-    """The objects Terminating for AIGW_STUCK_AFTER_S with Envoy AI Gateway's finalizer, each with the
-    finalizers to keep (the others')."""
+# What Envoy AI Gateway logs when that Update conflicts, with the object's namespace and name.
+AIGW_CONFLICT = re.compile(
+    r'Failed to remove finalizer from object\t\{"namespace": "([^"]+)", "name": "([^"]+)"'
+)
+
+
+def conflicted(controller_log: str) -> set[tuple[str, str]]:
+    """The (namespace, name) of each object whose finalizer removal Envoy AI Gateway's controller logged as failed."""
+    return {(m[1], m[2]) for m in AIGW_CONFLICT.finditer(controller_log)}
+
+
+def stuck_on_finalizer(
+    objects: list[dict[str, Any]], now: float, failed: set[tuple[str, str]]
+) -> list[tuple[dict[str, Any], list[str]]]:
+    """The objects Terminating for AIGW_STUCK_AFTER_S with Envoy AI Gateway's finalizer after the
+    controller logged that removing it failed (failed: conflicted()), each with the finalizers to keep.
+    An object stuck for any other reason is left alone: its deletion wait fails and says so."""
     stuck = []
     for o in objects:
         meta = o["metadata"]
         finalizers = meta.get("finalizers") or []
         since = meta.get("deletionTimestamp")
-        if since and AIGW_FINALIZER in finalizers and now - _seconds(since) >= AIGW_STUCK_AFTER_S:
+        if (
+            since
+            and AIGW_FINALIZER in finalizers
+            and (meta.get("namespace"), meta.get("name")) in failed
+            and now - _seconds(since) >= AIGW_STUCK_AFTER_S
+        ):
             stuck.append((meta, [f for f in finalizers if f != AIGW_FINALIZER]))
     return stuck
 

@@ -707,14 +707,14 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         for name in names:
             env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
 
-        def gone() -> bool:
-            # 100 routes deleted at once is where Envoy AI Gateway v1.1.0 loses
-            # a finalizer to a conflict (envoyproxy/ai-gateway#2565).
-            if released := env.release_stuck_finalizers():
-                r.notes.append(f"released Envoy AI Gateway's finalizer (#2565) from {', '.join(released)}")
-            return not any(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
-
-        wait("the scale routes gone", gone, 900, interval=2)
+        wait(
+            "the scale routes gone",
+            lambda: (
+                not any(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
+            ),
+            900,
+            interval=2,
+        )
 
 
 class _Truth:
