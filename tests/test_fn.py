@@ -15,7 +15,14 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function import fn, gateway
-from function.conditions import ROUTING_READY, RoutingReason, Verdict
+from function.conditions import (
+    BACKENDS_SERVING,
+    GATEWAY_READY,
+    ROUTING_READY,
+    RoutingReason,
+    Verdict,
+    last_decided,
+)
 from function.fn import FunctionRunner
 from tests.support import (
     EXAMPLES,
@@ -471,3 +478,48 @@ def test_composing_leaves_the_event_loop_free_to_take_the_next_call() -> None:
 
     rsp = asyncio.run(call())
     assert rsp.desired.resources
+
+
+def _xr_said(serving: dict[str, Any] | None, conditions: list[dict[str, str]]) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": conditions}
+    if serving is not None:
+        status["serving"] = serving
+    return {"status": status}
+
+
+LAST_DECIDED_CASES = [
+    (
+        "the main condition is read from status.serving, which Crossplane never writes back stale",
+        _xr_said(
+            {"ready": False, "reason": "RollingOut", "message": "rolling"},
+            [{"type": GATEWAY_READY, "status": "True", "reason": "Available"}],
+        ),
+        GATEWAY_READY,
+        ("False", "RollingOut"),
+    ),
+    (
+        "any other condition type is read from the condition itself, never from the main decision",
+        _xr_said(
+            {"ready": True, "reason": "Available", "message": "served"},
+            [{"type": BACKENDS_SERVING, "status": "False", "reason": "BackendNotServing"}],
+        ),
+        BACKENDS_SERVING,
+        ("False", "BackendNotServing"),
+    ),
+    (
+        "an XR an older version composed, without status.serving, is read from its condition",
+        _xr_said(None, [{"type": ROUTING_READY, "status": "True", "reason": "Available"}]),
+        ROUTING_READY,
+        ("True", "Available"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "xr", "typ", "want"), LAST_DECIDED_CASES, ids=[c[0] for c in LAST_DECIDED_CASES]
+)
+def test_what_was_last_decided_is_read_where_it_cannot_be_stale(
+    name: str, xr: dict[str, Any], typ: str, want: tuple[str, str]
+) -> None:
+    got = last_decided(xr, typ) or {}
+    assert (got.get("status"), got.get("reason")) == want, name
