@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import datetime
 import threading
 import time
 from typing import Any
@@ -20,7 +19,7 @@ from tests.real.envoy import EG_NS
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
 from tests.real.processes import Supervisor
-from tests.real.report import Report, conflicted, stuck_on_finalizer
+from tests.real.report import Report, conflicted, stuck_on_finalizer, ts
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
@@ -31,10 +30,9 @@ OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
 
 
 AIGW_API = "aigateway.envoyproxy.io/v1beta1"
-# The kinds Envoy AI Gateway puts its finalizer on (report.stuck_on_finalizer).
-AIGW_CONTROLLER = (
-    "envoy-ai-gateway-controller"  # its Supervisor process, whose log says which removals failed
-)
+# Envoy AI Gateway's controller process, whose log says which finalizer removals failed,
+# and the kinds it puts its finalizer on (report.stuck_on_finalizer).
+AIGW_CONTROLLER = "envoy-ai-gateway-controller"
 AIGW_FINALIZED_KINDS = ("AIGatewayRoute", "AIServiceBackend", "BackendSecurityPolicy")
 
 
@@ -68,12 +66,6 @@ CONVERGE_S = 300
 
 # The example ModelRoute's first backend: vllm.team-a.svc.cluster.local:8000.
 VLLM_PORT = 8000
-
-
-def ts(text: str | None) -> float:
-    if not text:
-        return 0.0
-    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
 
 
 class Env:

@@ -36,7 +36,7 @@ class Report:
 # the finalizer with an Update; on a conflict it logs "Failed to remove
 # finalizer from object" and returns without requeueing, so the object stays
 # Terminating until some later event reconciles it (envoyproxy/ai-gateway#2565,
-# open; PR #2566). Seen here when 100 ModelRoutes were deleted at once.
+# open; PR #2566). Seen here deleting 100 ModelRoutes at once, and removing one backend.
 AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
 # How long an object may wait for that finalizer before it counts as stuck.
 AIGW_STUCK_AFTER_S = 30.0
@@ -68,17 +68,17 @@ def stuck_on_finalizer(
             since
             and AIGW_FINALIZER in finalizers
             and (meta.get("namespace"), meta.get("name")) in failed
-            and now - _seconds(since) >= AIGW_STUCK_AFTER_S
+            and now - ts(since) >= AIGW_STUCK_AFTER_S
         ):
             stuck.append((meta, [f for f in finalizers if f != AIGW_FINALIZER]))
     return stuck
 
 
-def _seconds(when: Any) -> float:
-    """A timestamp as the client gives it (a datetime) or as the API writes it (RFC 3339)."""
-    if isinstance(when, datetime.datetime):
-        return when.timestamp()
-    return datetime.datetime.fromisoformat(str(when).replace("Z", "+00:00")).timestamp()
+def ts(text: str | None) -> float:
+    """An RFC 3339 time as the API writes it, in seconds since the epoch; 0 for none."""
+    if not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
 
 
 def condition(obj: dict[str, Any] | None, typ: str) -> dict[str, Any]:
