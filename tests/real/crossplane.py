@@ -33,7 +33,7 @@ from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import run
 from tests.real.processes import PRIVATE_MOUNTS, Supervisor, free_port, port_open
-from tests.real.versions import PROVIDER_KUBERNETES, RUNNING_CROSSPLANE
+from tests.real.versions import RUNNING_CROSSPLANE, RUNNING_PROVIDER
 from tests.support import EXAMPLES, ROOT, load_yaml
 from tools import release
 
@@ -97,9 +97,7 @@ class CrossplaneStack:
             module_dir(RUNNING_CROSSPLANE.module, RUNNING_CROSSPLANE.version) / "cluster" / "crds"
         ):
             self.kube.apply(crd)
-        for crd in _crds(
-            module_dir(PROVIDER_KUBERNETES.module, PROVIDER_KUBERNETES.version) / "package" / "crds"
-        ):
+        for crd in _crds(module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package" / "crds"):
             self.kube.apply(self._convert_through_provider(crd))
         self.kube.wait_crds_established()
         self._function()
@@ -285,7 +283,7 @@ class CrossplaneStack:
             "provider-kubernetes",
             self.lab.inside(
                 "provider-kubernetes",
-                [str(toolchain.ensure(PROVIDER_KUBERNETES, "provider-kubernetes")), *args, "--debug"],
+                [str(toolchain.ensure(RUNNING_PROVIDER, "provider-kubernetes")), *args, "--debug"],
             ),
             env={
                 "KUBECONFIG": str(self.cp.kubeconfig),

@@ -92,7 +92,7 @@ def versions_line() -> str:
     v = versions
     return (
         f"Kubernetes {v.KUBERNETES.version}, Crossplane {v.RUNNING_CROSSPLANE.version}, provider-kubernetes "
-        f"{v.PROVIDER_KUBERNETES.version}, Envoy Gateway {v.ENVOY_GATEWAY.version}, "
+        f"{v.RUNNING_PROVIDER.version}, Envoy Gateway {v.ENVOY_GATEWAY.version}, "
         f"Envoy AI Gateway {v.RUNNING_AI_GATEWAY.version}"
     )
 

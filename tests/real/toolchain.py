@@ -32,6 +32,7 @@ from tests.real.versions import (
     KUBERNETES,
     KWOK,
     PROVIDER_KUBERNETES,
+    PROVIDER_KUBERNETES_OLDEST,
     Component,
 )
 
@@ -47,6 +48,7 @@ COMPONENTS = {
         KUBERNETES,
         KWOK,
         PROVIDER_KUBERNETES,
+        PROVIDER_KUBERNETES_OLDEST,
         ENVOY_GATEWAY,
         ENVOY_AI_GATEWAY,
         CONTROLLER_TOOLS,

@@ -119,6 +119,14 @@ PROVIDER_KUBERNETES = Component(
     binaries={"provider-kubernetes": "github.com/crossplane-contrib/provider-kubernetes/cmd/provider"},
 )
 
+# The oldest provider-kubernetes supported (FGR_STACK=oldest), through its own wrapper module.
+PROVIDER_KUBERNETES_OLDEST = Component(
+    name="provider-kubernetes-oldest",
+    module=PROVIDER_KUBERNETES.module,
+    version=PINS["PROVIDER_KUBERNETES_OLDEST_VERSION"],
+    binaries=PROVIDER_KUBERNETES.binaries,
+)
+
 ENVOY_GATEWAY = Component(
     name="envoy-gateway",
     module="github.com/envoyproxy/gateway",
@@ -171,7 +179,8 @@ CONTROLLER_TOOLS = Component(
 
 
 # The stack the integration runs: the newest (by default), or with
-# FGR_STACK=oldest the oldest supported (Crossplane, Envoy AI Gateway).
+# FGR_STACK=oldest the oldest supported (Crossplane, provider-kubernetes, Envoy AI Gateway).
 OLDEST_STACK = os.environ.get("FGR_STACK") == "oldest"
 RUNNING_CROSSPLANE = CROSSPLANE_OLDEST if OLDEST_STACK else CROSSPLANE
+RUNNING_PROVIDER = PROVIDER_KUBERNETES_OLDEST if OLDEST_STACK else PROVIDER_KUBERNETES
 RUNNING_AI_GATEWAY = ENVOY_AI_GATEWAY_OLDEST if OLDEST_STACK else ENVOY_AI_GATEWAY
