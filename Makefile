@@ -155,11 +155,12 @@ integration: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
 	$(BIN)/python -m tests.real.integration
 
-# The oldest stack supported (versions.env: Crossplane and Envoy AI Gateway
-# *_OLDEST_VERSION), on the scenarios whose outcome differs between the stacks:
-# the ext-proc marker (v1.0.0 writes none), and how a route follows its
-# gateway (v2.2 does not watch required resources).
-OLDEST_SCENARIOS := new_gateway,model_route,route_follows_gateway,observer_ablation,last_route_removed
+# The oldest stack supported (versions.env: Crossplane, provider-kubernetes and
+# Envoy AI Gateway *_OLDEST_VERSION), on the scenarios whose outcome differs
+# between the stacks: the ext-proc marker (v1.0.0 writes none), and how a route
+# follows its gateway (v2.2 does not watch required resources); last, Envoy AI
+# Gateway upgraded in place to the newest release.
+OLDEST_SCENARIOS := new_gateway,model_route,route_follows_gateway,observer_ablation,last_route_removed,ai_gateway_upgraded
 integration-oldest: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
 	FGR_STACK=oldest FGR_SCENARIOS=$(OLDEST_SCENARIOS) $(BIN)/python -m tests.real.integration

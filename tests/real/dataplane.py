@@ -77,7 +77,13 @@ _IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 @dataclass(frozen=True)
 class Binaries:
     envoy: Path
-    extproc: Path
+    # The ext-proc binary for each image the webhook may inject (envoy.extproc_image).
+    extprocs: dict[str, Path]
+
+    def extproc(self, image: str) -> Path:
+        if image not in self.extprocs:
+            raise RuntimeError(f"no ext-proc built for the injected image {image}: {sorted(self.extprocs)}")
+        return self.extprocs[image]
 
 
 @dataclass
@@ -389,7 +395,7 @@ class DataPlane:
             # One Envoy per namespace pair: a base id of its own for shared memory.
             argv = [str(self.binaries.envoy), *argv, "--base-id", str(10_000 + sb.index)]
         elif "ai-gateway-extproc" in image:
-            argv = [str(self.binaries.extproc), *argv]
+            argv = [str(self.binaries.extproc(image)), *argv]
         else:
             # The shutdown-manager: its drain is done in _drain.
             return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,20 @@ EG_NS = "envoy-gateway-system"
 AIGW_NS = "envoy-ai-gateway-system"
 GATEWAY_CLASS = "envoy-ai-gateway"
 CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
+# Envoy AI Gateway's controller (and webhook) process, by its Supervisor name.
+AIGW_CONTROLLER = "envoy-ai-gateway-controller"
 AIGW_WEBHOOK_PORT = 9443
 AIGW_EXTENSION_PORT = 1063
-# The image name the webhook injects; kwok runs no container, so any name serves.
-EXTPROC_IMAGE = "docker.io/envoyproxy/ai-gateway-extproc:v1.0.0"
+
+
+def extproc_image(component: Component) -> str:
+    """The ext-proc image the webhook injects, tagged with the release that runs.
+
+    kwok runs no container; the data plane reads the tag to run the ext-proc
+    built from that release, so pods injected before an upgrade of Envoy AI
+    Gateway keep the old ext-proc and pods injected after it get the new one.
+    """
+    return f"docker.io/envoyproxy/ai-gateway-extproc:{component.version}"
 
 
 def envoy_gateway_config(extension_host: str) -> dict[str, Any]:
@@ -117,16 +128,8 @@ class EnvoyStack:
             / "crds"
             / "crds"
         )
-        aigw = ai_gateway_crds(self.ai_gateway)
-        for crd in [
-            *load_yaml(eg / "gatewayapi-crds.yaml"),
-            *(d for f in sorted((eg / "generated").glob("*.yaml")) for d in load_yaml(f)),
-        ]:
-            self.kube.apply(crd)
-        for f in sorted(aigw.glob("*.yaml")):
-            for crd in load_yaml(f):
-                self.kube.apply(crd)
-        self.kube.wait_crds_established()
+        self._apply_crds([eg / "gatewayapi-crds.yaml", *(eg / "generated").glob("*.yaml")])
+        self._apply_crds(ai_gateway_crds(self.ai_gateway).glob("*.yaml"))
         for ns in (EG_NS, AIGW_NS):
             self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         self._ai_gateway()
@@ -149,6 +152,20 @@ class EnvoyStack:
             ),
             timeout=90,
         )
+
+    def upgrade_ai_gateway(self, to: Component) -> None:
+        """Envoy AI Gateway upgraded in place, as `helm upgrade` does: its CRDs first, then
+        the controller (and its webhook) replaced by the new release's."""
+        self._apply_crds(ai_gateway_crds(to).glob("*.yaml"))
+        self.sup.stop(self.sup.find(AIGW_CONTROLLER))
+        self.ai_gateway = to
+        self._ai_gateway()
+
+    def _apply_crds(self, files: Iterable[Path]) -> None:
+        for f in sorted(files):
+            for crd in load_yaml(f):
+                self.kube.apply(crd)
+        self.kube.wait_crds_established()
 
     def _ai_gateway(self) -> None:
         certs = self.dir / "aigw-tls"
@@ -183,7 +200,7 @@ class EnvoyStack:
             }
         )
         proc = self.sup.start(
-            "envoy-ai-gateway-controller",
+            AIGW_CONTROLLER,
             [
                 str(toolchain.ensure(self.ai_gateway, "envoy-ai-gateway-controller")),
                 f"-envoyGatewayNamespace={EG_NS}",
@@ -191,7 +208,7 @@ class EnvoyStack:
                 "-enableLeaderElection=false",
                 f"-webhookPort={AIGW_WEBHOOK_PORT}",
                 f"-port=:{AIGW_EXTENSION_PORT}",
-                f"-extProcImage={EXTPROC_IMAGE}",
+                f"-extProcImage={extproc_image(self.ai_gateway)}",
             ],
             env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": AIGW_NS},
             ports=[AIGW_WEBHOOK_PORT, AIGW_EXTENSION_PORT, 8080],

@@ -15,7 +15,7 @@ import yaml
 from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.real import versions
 from tests.real.dataplane import DataPlane
-from tests.real.envoy import EG_NS
+from tests.real.envoy import AIGW_CONTROLLER, EG_NS, EnvoyStack
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
 from tests.real.processes import Supervisor
@@ -30,9 +30,8 @@ OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
 
 
 AIGW_API = "aigateway.envoyproxy.io/v1beta1"
-# Envoy AI Gateway's controller process, whose log says which finalizer removals failed,
-# and the kinds it puts its finalizer on (report.stuck_on_finalizer).
-AIGW_CONTROLLER = "envoy-ai-gateway-controller"
+# The kinds Envoy AI Gateway's controller puts its finalizer on (report.stuck_on_finalizer);
+# its log (AIGW_CONTROLLER) says which removals failed.
 AIGW_FINALIZED_KINDS = ("AIGatewayRoute", "AIServiceBackend", "BackendSecurityPolicy")
 
 
@@ -71,10 +70,21 @@ VLLM_PORT = 8000
 class Env:
     """The running stack, and what scenarios need to read and change it."""
 
-    def __init__(self, kube: Kube, prober: Prober, plane: DataPlane, vllm: Upstream, sup: Supervisor) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        prober: Prober,
+        plane: DataPlane,
+        vllm: Upstream,
+        sup: Supervisor,
+        *,
+        envoy: EnvoyStack,
+    ) -> None:
         self.kube = kube
         # Every component's process: fault scenarios kill, hang and restart them.
         self.sup = sup
+        # Envoy Gateway and Envoy AI Gateway: the upgrade scenario replaces the latter.
+        self.envoy = envoy
         self.prober = prober
         self.plane = plane
         # The fake model server behind the example route's first backend.

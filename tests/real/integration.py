@@ -29,7 +29,7 @@ from tests.real.controlplane import NODES, ControlPlane
 from tests.real.crossplane import CrossplaneStack
 from tests.real.dataplane import POD_PROCESS_PREFIX, Binaries, DataPlane, envoy_binary
 from tests.real.dns import ClusterDNS
-from tests.real.envoy import EG_NS, EnvoyStack
+from tests.real.envoy import EG_NS, EnvoyStack, extproc_image
 from tests.real.harness import (
     AI_GATEWAY,
     MARKER,
@@ -45,6 +45,7 @@ from tests.real.report import faults_line, versions_line
 from tests.real.scenarios_auth import caller_auth
 from tests.real.scenarios_faults import FAULTS
 from tests.real.scenarios_gateway import (
+    ai_gateway_upgraded,
     anchor_ablation,
     bad_input,
     deployment_not_found,
@@ -97,7 +98,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
 ]
 
 # Run only when named in FGR_SCENARIOS: minutes each (make scale, make faults).
-ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, *FAULTS]
+ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, ai_gateway_upgraded, *FAULTS]
 
 
 @contextmanager
@@ -130,7 +131,8 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
             EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
             lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__("extProcMarkerAnnotation", MARKER),
         )
-        EnvoyStack(kube, sup, workdir, cp.kubeconfig, lab, ai_gateway=AI_GATEWAY).start()
+        envoy_stack = EnvoyStack(kube, sup, workdir, cp.kubeconfig, lab, ai_gateway=AI_GATEWAY)
+        envoy_stack.start()
         envoy, _ = envoy_binary()
         vllm = Upstream("vllm", "openai", host="0.0.0.0", bind_port=VLLM_PORT).start()
         names = {
@@ -145,7 +147,15 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
             Kube(cp.kubeconfig),
             sup,
             workdir=workdir,
-            binaries=Binaries(envoy=envoy, extproc=toolchain.ensure(AI_GATEWAY, "extproc")),
+            # Each pod runs the ext-proc of the release its image names: the one that runs,
+            # and the newest one the upgrade scenario moves the oldest stack to.
+            binaries=Binaries(
+                envoy=envoy,
+                extprocs={
+                    extproc_image(c): toolchain.ensure(c, "extproc")
+                    for c in (AI_GATEWAY, versions.ENVOY_AI_GATEWAY)
+                },
+            ),
             hosts=names,
             namespaces=(EG_NS,),
             nameserver=lab.host_ip,
@@ -154,7 +164,8 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         # Every component (not the pods' containers: the data plane is their
         # kubelet) is started again when it exits on its own.
         sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))
-        env = Env(kube, Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys), plane, vllm, sup)
+        prober = Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys)
+        env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack)
         env.prober.start()
         env.start_releasing()
         yield env

@@ -9,10 +9,13 @@ from typing import Any
 import yaml
 
 from function import naming
+from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.pki import CA
+from tests.real import versions
 from tests.real.controlplane import NODE_IP
-from tests.real.envoy import EG_NS
+from tests.real.envoy import EG_NS, extproc_image
 from tests.real.harness import (
+    AI_GATEWAY,
     AIGW_API,
     CONVERGE_S,
     EXTPROC,
@@ -36,7 +39,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import chat
+from tests.real.prober import chat, said
 from tests.support import EXAMPLES
 
 
@@ -395,3 +398,112 @@ def bad_input(env: Env, r: Report) -> None:
     )
     wait("Synced again", lambda: true(env.gateway(), "Synced"), CONVERGE_S)
     r.notes.append(f"fatal: {message[:80]}")
+
+
+def ai_gateway_upgraded(env: Env, r: Report) -> None:
+    """Issue #27 item 3: Envoy AI Gateway upgraded in place from the oldest release supported to
+    the newest, with a gateway and its routes serving.
+
+    v1.1.0 rolls every Envoy Deployment whose gateway has an effective route once, to write its
+    ext-proc marker on the pod template (`annotateGatewayPods` in internal/controller/gateway.go;
+    the release notes do not say so). The function runs with the marker off, as documented for
+    v1.0.0: GatewayReady must still be False through that rollout, which it reads from the
+    Deployment, and the prober must count no lying second. Then the Composition turns the marker
+    on, the default for v1.1.0: the template carries it, so the gateway stays ready. It leaves
+    the stack on the newer release: the oldest stack's last scenario.
+    """
+    assert AI_GATEWAY is versions.ENVOY_AI_GATEWAY_OLDEST, (
+        "upgrades from the oldest stack (make integration-oldest)"
+    )
+    new = versions.ENVOY_AI_GATEWAY
+    wait(
+        "the gateway and its route serving",
+        lambda: _decided(env.gateway()) and _decided(env.route()),
+        CONVERGE_S,
+    )
+    before = env.deployment()
+    assert before is not None, "want the Envoy Deployment"
+    assert DEFAULT_EXTPROC_MARKER not in _template_annotations(before), f"{AI_GATEWAY.version} wrote a marker"
+    replaced = time.time()
+    env.envoy.upgrade_ai_gateway(new)
+    seen: dict[str, float] = {}
+    deadline = time.monotonic() + CONVERGE_S
+    while time.monotonic() < deadline and "settled" not in seen:
+        now, dep, gw = time.time(), env.deployment(), env.gateway()
+        if dep is not None and DEFAULT_EXTPROC_MARKER in _template_annotations(dep):
+            seen.setdefault("marker", now)
+        if "marker" in seen and not _decided(gw):
+            seen.setdefault("gateway False", now)
+        pods = env.live_pods()
+        new_pods_only = all(_extproc_image(p) == extproc_image(new) for p in pods)
+        assert not (
+            "gateway False" in seen and _decided(gw) and not (rolled_out(dep) and pods and new_pods_only)
+        ), f"GatewayReady True again before the upgrade's rollout finished: {dep and dep.get('status')}"
+        if "gateway False" in seen and rolled_out(dep) and pods and new_pods_only:
+            seen.setdefault("rolled out", now)
+            if _decided(gw):
+                seen["settled"] = now
+        time.sleep(0.25)
+    assert "marker" in seen, f"{new.version} wrote no marker on the Envoy template in {CONVERGE_S} s"
+    assert "gateway False" in seen, "GatewayReady never turned False through the upgrade's rollout"
+    assert "settled" in seen, f"GatewayReady not True again after the upgrade's rollout: {seen}"
+    generation = (
+        f"generation {before['metadata']['generation']} to {env.deployment()['metadata']['generation']}"  # type: ignore[index]
+    )
+    r.notes.append(
+        f"{new.version} wrote its marker on the Envoy template {seen['marker'] - replaced:.0f} s after it "
+        f"replaced {AI_GATEWAY.version} ({generation}); GatewayReady False {seen['gateway False'] - seen['marker']:.0f} s "
+        f"after, True {seen['settled'] - seen['rolled out']:.0f} s after every pod ran {new.version}'s ext-proc"
+    )
+    # The marker on, as the Composition ships for v1.1.0: nothing rolls, the gateway stays ready.
+    env.kube.apply_file(
+        EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
+        lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__(
+            "extProcMarkerAnnotation", DEFAULT_EXTPROC_MARKER
+        ),
+    )
+    # Evidence the function composed with it: the observer's readiness query now names the marker.
+    wait(
+        "the Envoy Deployment's observer asking for the marker",
+        lambda: any(
+            DEFAULT_EXTPROC_MARKER in str((o["spec"].get("readiness") or {}).get("celQuery"))
+            for o in env.kube.list(OBJECT_API, "Object", GATEWAY[0])
+            if (o["metadata"].get("annotations") or {}).get("crossplane.io/composition-resource-name")
+            == "envoy-deployment"
+        ),
+        CONVERGE_S,
+    )
+    generation_now = env.deployment()["metadata"]["generation"]  # type: ignore[index]
+    samples, until = 0, time.monotonic() + 20
+    while time.monotonic() < until:
+        gw = env.gateway()
+        assert _decided(gw), f"GatewayReady False with the marker turned on: {condition(gw, 'GatewayReady')}"
+        samples += 1
+        time.sleep(0.25)
+    assert env.deployment()["metadata"]["generation"] == generation_now, "turning the marker on rolled Envoy"  # type: ignore[index]
+    r.notes.append(
+        f"the marker then turned on in the Composition and composed: GatewayReady True in {samples} samples over 20 s"
+    )
+
+
+def _decided(xr: dict[str, Any] | None) -> bool:
+    """What the XR's function last decided it serves (status.serving), not a written-back condition."""
+    return (
+        xr is not None and said(xr, "GatewayReady" if xr["kind"] == "InferenceGateway" else "RoutingReady")[0]
+    )
+
+
+def _template_annotations(dep: dict[str, Any]) -> dict[str, str]:
+    return dep["spec"]["template"]["metadata"].get("annotations") or {}
+
+
+def _extproc_image(pod: dict[str, Any]) -> str | None:
+    spec = pod["spec"]
+    return next(
+        (
+            c["image"]
+            for c in [*spec.get("containers", []), *(spec.get("initContainers") or [])]
+            if c["name"] == EXTPROC
+        ),
+        None,
+    )
