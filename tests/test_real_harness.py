@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.real import conformance, packages, prober, report, toolchain, versions
+from tests.real import conformance, costs, packages, prober, report, toolchain, versions
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor
@@ -642,3 +643,81 @@ def test_an_object_envoy_ai_gateway_left_terminating_is_found(
 ) -> None:
     stuck = report.stuck_on_finalizer([obj], NOON, report.conflicted(log))
     assert [k for _, k in stuck] == ([keep] if keep is not None else []), name
+
+
+METRICS = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="kubernetes.m.crossplane.io",resource="objects",scope="namespace",subresource="",verb="APPLY",version="v1alpha1"} 10
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="kubernetes.m.crossplane.io",resource="objects",scope="namespace",subresource="",verb="APPLY",version="v1alpha1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="ai.example.org",resource="modelroutes",scope="namespace",subresource="status",verb="PUT",version="v1alpha1"} 3e+00
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/openapi/v3",verb="GET",version=""} 7
+apiserver_request_duration_seconds_count{group="",resource="pods",verb="LIST"} 99
+"""
+
+
+def test_the_api_servers_requests_are_counted_by_verb_and_resource_over_codes() -> None:
+    assert costs.request_totals(METRICS) == {
+        "APPLY objects": 12,
+        "PUT modelroutes/status": 3,
+        "GET -//openapi/v3": 7,
+    }
+
+
+def _stat(pid: int, comm: str, session: int, *, utime: int, stime: int, cutime: int = 0) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
+    return f"{pid} ({comm}) S 1 {session} {session} 0 -1 0 0 0 0 0 {utime} {stime} {cutime} 0 20 0 1 0"
+
+
+SESSION_CPU_CASES = [
+    ("a session's processes count, and what they reaped of their children", 100, 3.5),
+    ("another session's processes do not count", 300, 1.0),
+    ("a session with no process left costs nothing", 999, 0.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "session", "want"), SESSION_CPU_CASES, ids=[c[0] for c in SESSION_CPU_CASES]
+)
+def test_a_components_cpu_is_its_sessions(name: str, session: int, want: float) -> None:
+    stats = [
+        _stat(100, "crossplane", 100, utime=150, stime=50),
+        _stat(101, "sh (with) ) parens", 100, utime=100, stime=0, cutime=50),
+        _stat(300, "etcd", 300, utime=60, stime=40),
+    ]
+    assert costs.session_cpu(stats, session, ticks_per_s=100) == want, name
+
+
+def test_the_functions_calls_are_counted_by_kind_within_the_window() -> None:
+    log = "\n".join(
+        [
+            '{"xr": "ModelRoute team-a/a", "msg": "composed", "ts": 10.0}',
+            '{"xr": "ModelRoute team-a/b", "msg": "composed", "ts": 19.9}',
+            '{"xr": "ModelRoute team-a/c", "msg": "composed", "ts": 20.0}',
+            '{"xr": "InferenceGateway platform/inference", "msg": "composed", "ts": 12.0}',
+            '{"xr": "ModelRoute team-a/a", "msg": "condition changed", "message": "composed", "ts": 12.0}',
+            # The console renderer's line, colour codes and all, as the harness's function writes it.
+            "\x1b[2m1970-01-01T00:00:15.5Z\x1b[0m [\x1b[32m\x1b[1minfo     \x1b[0m] \x1b[1mcomposed     \x1b[0m "
+            "\x1b[36mduration_ms\x1b[0m=\x1b[35m1.46\x1b[0m \x1b[36mxr\x1b[0m=\x1b[35m'ModelRoute team-a/d'\x1b[0m",
+            "\x1b[2m1970-01-01T00:00:25Z\x1b[0m [info     ] composed xr='ModelRoute team-a/e'",
+            "not json, and not a call",
+        ]
+    )
+    assert costs.calls(log, "ModelRoute", 10.0, 20.0) == 3
+
+
+def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> None:
+    reading = costs.Reading(0.0, {"function": 0.0, "kube-apiserver": 0.0}, Counter())
+    after = costs.Reading(
+        40.0,
+        {"function": 2.0, "kube-apiserver": 40.0, "crossplane": 10.0},
+        Counter({"APPLY objects": 1000, "GET modelroutes": 200}),
+    )
+    rollout = costs.between("rollout", reading, after, 100, calls_made=400, transitions=2)
+    creation = costs.between("creation", reading, costs.Reading(150.0, {}, Counter()), 100, calls_made=0)
+    line = report.scale_line(100, [float(s) for s in range(1, 101)], 9.0, creation, rollout)
+    assert line == (
+        "scale: N=100 routes on one gateway: all false within p50 50 s, p99 99 s, max 100 s; "
+        "all true again within 9 s of the gateway; all true after creation in 150 s (150 s per 100 routes); "
+        "function calls per route per transition 2.0; API requests per route per transition 6 (5 writes); "
+        "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0"
+    )

@@ -234,7 +234,8 @@ def main() -> int:
     released = 0
     started = time.monotonic()
     try:
-        with environment(workdir, log_calls=any(s in FAULTS for s in chosen)) as env:
+        # The function logs every call where calls are counted: faults, and make scale's costs.
+        with environment(workdir, log_calls=any(s in [*FAULTS, rollout_at_scale] for s in chosen)) as env:
             print(f"integration: environment up in {time.monotonic() - started:.0f} s", file=sys.stderr)
             for scenario in chosen:
                 report = Report(scenario.__name__)
@@ -275,6 +276,8 @@ def main() -> int:
                     f"time to truth {lags or '-'}; {'; '.join(report.notes)})",
                     file=sys.stderr,
                 )
+                if report.line:
+                    print(report.line, file=sys.stderr)
                 if not report.ok:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())

@@ -67,6 +67,14 @@ class Kube:
             raise
         return obj.to_dict()  # type: ignore[no-any-return]
 
+    def raw(self, path: str) -> str:
+        """A GET of a non-resource path (/metrics), as the admin the kubeconfig names."""
+        method, url, headers, _, _ = self.api.param_serialize("GET", path, auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers, _request_timeout=10)
+        if response.status != 200:
+            raise RuntimeError(f"GET {path}: {response.status} {response.reason}")
+        return response.read().decode()  # type: ignore[no-any-return]
+
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, **kwargs: Any
     ) -> list[dict[str, Any]]:

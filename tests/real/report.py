@@ -7,12 +7,14 @@ reporting and the prober's judging on a machine that never drives a cluster.
 from __future__ import annotations
 
 import datetime
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.real import versions
+from tests.real.costs import NAMED, Phase
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Report:
     lost: int = 0
     # Seconds a request failed while a condition said it serves and its reporter was down.
     stale_down: int = 0
+    # A line of its own the run prints after the scenario's (make scale's `scale:` line).
+    line: str = ""
 
 
 # Envoy AI Gateway's finalizer. v1.1.0's handleFinalizer
@@ -109,4 +113,28 @@ def faults_line(faults: list[Report], wanted: int, lying: int) -> str:
         f"faults: {sum(r.ok for r in faults)} of {wanted} faults survived on {versions_line()}; "
         f"composed resources lost {sum(r.lost for r in faults)}; lying seconds {lying}; "
         f"stale while the reporter was down max {max((r.stale_down for r in faults), default=0)} s; {recovery}"
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (0 < q <= 100) of values."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def scale_line(n: int, follow: list[float], back: float, creation: Phase, rollout: Phase) -> str:
+    """Issue #31's one line: how fast N routes followed their gateway through a rollout, and what
+    each route cost per gateway transition (a rollout is two), as measured in that run."""
+    cpu = ", ".join(
+        f"{name.removeprefix('kube-')} {100 * rollout.per_route(rollout.cpu.get(name, 0.0)):.1f}"
+        for name in NAMED
+    )
+    return (
+        f"scale: N={n} routes on one gateway: all false within p50 {statistics.median(follow):.0f} s, "
+        f"p99 {percentile(follow, 99):.0f} s, max {max(follow):.0f} s; all true again within "
+        f"{back:.0f} s of the gateway; all true after creation in {creation.seconds:.0f} s "
+        f"({100 * creation.seconds / n:.0f} s per 100 routes); function calls per route per transition "
+        f"{rollout.per_route(rollout.calls):.1f}; API requests per route per transition "
+        f"{rollout.per_route(sum(rollout.requests.values())):.0f} ({rollout.per_route(rollout.writes()):.0f} writes); "
+        f"cpu s per 100 routes per transition: {cpu}"
     )

@@ -45,7 +45,7 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import DETECTION_S, chat, said
-from tests.real.processes import Process, port_open
+from tests.real.processes import Process, free_port, port_open
 from tests.support import EXAMPLES
 
 # The components whose conditions stop moving while they are down: the
@@ -200,33 +200,46 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
     template = _settled_template(env) if fault.during == "rollout" else None
     reporter = fault.component in REPORTERS
     down = env.prober.reporter_down() if reporter else contextlib.nullcontext()
-    with down:
-        if fault.component in API:
-            _in_flight(env, fault)
-        if fault.how == "kill":
-            env.sup.kill(proc)
-        else:
-            env.sup.hang(proc)
+    try:
+        with down:
+            if fault.component in API:
+                _in_flight(env, fault)
+            if fault.how == "kill":
+                env.sup.kill(proc)
+            else:
+                env.sup.hang(proc)
+            try:
+                env.prober.fault()
+                if fault.component not in API:
+                    _in_flight(env, fault)
+                time.sleep(fault.down_s)
+                # The calls answered by the component's return (none while the function is down).
+                answered = _calls(env.sup.find("function"))
+            finally:
+                # Back whatever happened meanwhile: a fault that failed half-way leaves no
+                # component held down or hung (a hung one ignores the teardown's SIGTERM).
+                if fault.how == "kill":
+                    env.sup.restart(proc)
+                else:
+                    env.sup.resume(proc)
+            back = time.time()
+            if reporter:
+                _reconciled_again(env, answered)
         env.prober.fault()
-        if fault.component not in API:
-            _in_flight(env, fault)
-        time.sleep(fault.down_s)
-        # The calls answered by the component's return (none while the function is down).
-        answered = _calls(env.sup.find("function"))
-        if fault.how == "kill":
-            env.sup.restart(proc)
-        else:
-            env.sup.resume(proc)
-        back = time.time()
-        if reporter:
-            _reconciled_again(env, answered)
-    env.prober.fault()
-    wait(f"every XR serving after {fault.component} came back", lambda: _serving(env, template), CONVERGE_S)
-    r.recovery = time.time() - back
-    r.notes.append(
-        f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {fault.down_s:.0f} s "
-        f"during a {fault.during}; truth {r.recovery:.0f} s after it came back"
-    )
+        wait(
+            f"every XR serving after {fault.component} came back", lambda: _serving(env, template), CONVERGE_S
+        )
+        r.recovery = time.time() - back
+        r.notes.append(
+            f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {fault.down_s:.0f} s "
+            f"during a {fault.during}; truth {r.recovery:.0f} s after it came back"
+        )
+    except BaseException:
+        # The route the fault added goes whatever failed, without masking what did.
+        if fault.during == "route added":
+            with contextlib.suppress(Exception):
+                env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
+        raise
     if fault.during == "route added":
         env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
         wait(
@@ -361,7 +374,10 @@ def _endpoint(env: Env) -> str:
 
 def _replicas(env: Env, single: Process) -> tuple[list[Process], int]:
     """Two replicas of the function on one port, behind FUNCTION_SERVICE (Crossplane's hosts file)."""
-    port = int(single.env["ADDRESS"].rsplit(":", 1)[1]) + 1
+    port = free_port()
+    # free_port() asked 127.0.0.1; the replicas listen on other loopback addresses.
+    taken = [ip for ip in FUNCTION_REPLICA_IPS if port_open(port, ip)]
+    assert not taken, f"port {port} already answers on {taken}"
     started = [
         # DEBUG: a line per call, to count which replica answered.
         env.sup.start(

@@ -18,6 +18,8 @@ from function.objects import Target
 from function.outcome import Requirement
 from function.route import plan as route_plan
 from function.route.view import GATEWAY_REQUIREMENT, read_gateway
+from tests.real.costs import Meter, Phase, between
+from tests.real.dataplane import POD_PROCESS_PREFIX
 from tests.real.harness import (
     AIGW_API,
     CONVERGE_S,
@@ -42,6 +44,7 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
+from tests.real.report import scale_line
 from tests.support import EXAMPLES
 
 
@@ -700,7 +703,8 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     every route's requests meanwhile."""
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
-    started = time.time()
+    meter = _meter(env)
+    before = meter.read()
     for name in names:
         env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
     wait(
@@ -709,9 +713,16 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         900,
         interval=2,
     )
-    r.notes.append(f"{SCALE_ROUTES} routes ready in {time.time() - started:.0f} s")
+    created = meter.read()
+    creation = between(
+        "creation", before, created, SCALE_ROUTES, calls_made=meter.calls("ModelRoute", before.at, created.at)
+    )
+    r.notes.append(f"{SCALE_ROUTES} routes ready in {creation.seconds:.0f} s")
+    r.notes.append(creation.summary())
     try:
-        _count_stale_truth(env, r, set(names))
+        rollout, follow, back = _count_stale_truth(env, r, set(names), meter)
+        r.notes.append(rollout.summary())
+        r.line = scale_line(SCALE_ROUTES, follow, back, creation, rollout)
     finally:
         for name in names:
             env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
@@ -755,10 +766,26 @@ class _Truth:
         )
 
 
-def _count_stale_truth(env: Env, r: Report, names: set[str]) -> None:
+def _meter(env: Env) -> Meter:
+    """The stack's meters: each component's session, the API server's counters, the function's calls."""
+    return Meter(
+        lambda: {p.name: p.popen.pid for p in env.sup.processes if not p.name.startswith(POD_PROCESS_PREFIX)},
+        lambda: env.kube.raw("/metrics"),
+        env.sup.find("function").log,
+    )
+
+
+def _count_stale_truth(
+    env: Env, r: Report, names: set[str], meter: Meter
+) -> tuple[Phase, list[float], float]:
+    """Roll Envoy and sample every route through the gateway's outage. Returns the rollout's cost,
+    the seconds into the outage each route first said False (as decided), and the seconds from the
+    gateway's return until every route said True again."""
+    before = meter.read()
     _restart_envoy(env)
     decided, condition_said = _Truth(), _Truth()
     down_since: float | None = None
+    up_since: float | None = None
     last = time.time()
     deadline = last + 600
     while time.time() < deadline:
@@ -772,16 +799,30 @@ def _count_stale_truth(env: Env, r: Report, names: set[str]) -> None:
         }
         if not gw_ready:
             down_since = down_since or now
+            up_since = None
             for name, (ready, condition_true) in routes.items():
                 decided.add(name, ready, step, now - down_since)
                 condition_said.add(name, condition_true, step, now - down_since)
-        elif down_since is not None and len(routes) == len(names) and all(d for d, _ in routes.values()):
-            break
+        elif down_since is not None:
+            up_since = up_since or now
+            if len(routes) == len(names) and all(d for d, _ in routes.values()):
+                break
         time.sleep(0.5)
     assert down_since is not None, "the gateway never said it was not ready during the rollout"
+    assert up_since is not None, "the gateway never said it was ready again after the rollout"
+    after = meter.read()
+    rollout = between(
+        "rollout",
+        before,
+        after,
+        len(names),
+        calls_made=meter.calls("ModelRoute", before.at, after.at),
+        transitions=2,
+    )
     r.notes.append(
         f"as decided (status.serving): {decided.summary(names)}; "
         f"the RoutingReady condition (Crossplane writes it back, #7062): {condition_said.summary(names)}"
     )
     assert not decided.true_again, r.notes[-1]
     assert decided.slowest(names) <= SCALE_FOLLOW_BOUND_S, r.notes[-1]
+    return rollout, [decided.false_after.get(n, math.inf) for n in sorted(names)], last - up_since

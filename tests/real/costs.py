@@ -1,0 +1,160 @@
+"""What a phase of a scale run costs (issue #31): CPU seconds per component, API requests by verb
+and resource, and function calls per XR kind, read at the phase's start and end.
+
+The parsers are pure (and table-tested in tests/test_real_harness.py); `Meter` reads what they
+parse: each component's processes in /proc (a component is the session its Supervisor started),
+the API server's `apiserver_request_total` from /metrics, and the function's per-call log lines
+(the function runs with --debug in a scale run: one "composed" line per call).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+# One series of the API server's request counter, and its labels.
+_REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+# The verbs that write: what a watch fan-out costs the API server and etcd.
+WRITE_VERBS = frozenset({"APPLY", "CREATE", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"})
+# The components a scale line names, in its order.
+NAMED = ("function", "crossplane", "provider-kubernetes", "kube-apiserver")
+
+
+def request_totals(metrics: str) -> Counter[str]:
+    """`apiserver_request_total` as "VERB resource[/subresource]" -> requests, summed over codes,
+    scopes and groups (a resource's name says its group well enough here)."""
+    totals: Counter[str] = Counter()
+    for labels, value in _REQUEST_TOTAL.findall(metrics):
+        got = dict(_LABEL.findall(labels))
+        resource = got.get("resource") or "-"
+        if got.get("subresource"):
+            resource += "/" + got["subresource"]
+        totals[f"{got.get('verb', '?')} {resource}"] += int(float(value))
+    return totals
+
+
+def session_cpu(stats: Iterable[str], session: int, ticks_per_s: float) -> float:
+    """CPU seconds of every process in a session, from /proc/<pid>/stat texts: its own time and
+    what it has reaped of exited children (utime, stime, cutime, cstime)."""
+    seconds = 0.0
+    for stat in stats:
+        # The command name may hold spaces and parentheses: the fields start after the last ")".
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == session:
+            seconds += sum(int(f) for f in fields[11:15]) / ticks_per_s
+    return seconds
+
+
+# The SDK's console renderer (what the function writes when its output is not JSON): colour
+# codes, then `<RFC 3339 time> [info     ] composed ... xr='<Kind> <namespace>/<name>'`.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CONSOLE_CALL = re.compile(r"^(\S+Z) \[\w+\s*\] composed .* xr='([^']*)'")
+
+
+def calls(function_log: str, kind: str, since: float, until: float) -> int:
+    """The function's calls for XRs of `kind` in [since, until), from its --debug "composed"
+    lines, written as JSON or by the console renderer."""
+    count = 0
+    for raw in function_log.splitlines():
+        if "composed" not in raw:
+            continue
+        if raw.startswith("{"):
+            entry = json.loads(raw)
+            if entry.get("msg") != "composed" and entry.get("event") != "composed":
+                continue
+            at, xr = float(entry["ts"]), str(entry.get("xr", ""))
+        else:
+            m = _CONSOLE_CALL.match(_ANSI.sub("", raw))
+            if m is None:
+                continue
+            at, xr = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp(), m[2]
+        if xr.startswith(kind + " ") and since <= at < until:
+            count += 1
+    return count
+
+
+@dataclass
+class Reading:
+    """What the meters said at one moment."""
+
+    at: float
+    cpu: dict[str, float]
+    requests: Counter[str]
+
+
+@dataclass
+class Phase:
+    """The cost of what happened between two readings, for `routes` XRs."""
+
+    name: str
+    seconds: float
+    routes: int
+    cpu: dict[str, float]
+    requests: Counter[str]
+    calls: int
+    transitions: int = 1  # a rollout is two: the gateway goes not ready, then ready again
+    extra: list[str] = field(default_factory=list)
+
+    def per_route(self, n: float) -> float:
+        return n / self.routes / self.transitions
+
+    def writes(self) -> int:
+        return sum(n for key, n in self.requests.items() if key.split(" ")[0] in WRITE_VERBS)
+
+    def summary(self) -> str:
+        """One clause for a scenario's notes: per route per transition, and CPU per 100 routes."""
+        cpu = ", ".join(f"{name} {100 * self.per_route(self.cpu.get(name, 0.0)):.1f}" for name in NAMED)
+        top = ", ".join(f"{key} {n}" for key, n in self.requests.most_common(4))
+        return (
+            f"{self.name} ({self.seconds:.0f} s, {self.transitions} transition(s)): per route per transition "
+            f"{self.per_route(self.calls):.1f} function calls, {self.per_route(sum(self.requests.values())):.0f} "
+            f"API requests ({self.per_route(self.writes()):.0f} writes); cpu s per 100 routes per transition: "
+            f"{cpu}; most requests: {top}"
+        )
+
+
+def between(
+    name: str, before: Reading, after: Reading, routes: int, *, calls_made: int, transitions: int = 1
+) -> Phase:
+    return Phase(
+        name=name,
+        seconds=after.at - before.at,
+        routes=routes,
+        cpu={k: after.cpu.get(k, 0.0) - before.cpu.get(k, 0.0) for k in after.cpu},
+        requests=after.requests - before.requests,
+        calls=calls_made,
+        transitions=transitions,
+    )
+
+
+class Meter:
+    """Reads the meters of a running stack: sessions by component, the API server's metrics, the function's log."""
+
+    def __init__(
+        self, sessions: Callable[[], dict[str, int]], metrics: Callable[[], str], function_log: Path
+    ) -> None:
+        self._sessions = sessions
+        self._metrics = metrics
+        self._function_log = function_log
+        self._ticks = float(os.sysconf("SC_CLK_TCK"))
+
+    def read(self) -> Reading:
+        stats = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                stats.append(Path(f"/proc/{pid}/stat").read_text())
+            except OSError:
+                continue  # gone since the listing
+        cpu = {name: session_cpu(stats, sid, self._ticks) for name, sid in self._sessions().items()}
+        return Reading(time.time(), cpu, request_totals(self._metrics()))
+
+    def calls(self, kind: str, since: float, until: float) -> int:
+        return calls(self._function_log.read_text(errors="replace"), kind, since, until)
