@@ -57,7 +57,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 # Both XRDs and the Input CRD, generated from the models in function/api.py
 # and the overlays in tools/schemas/; `make test` fails when they differ.

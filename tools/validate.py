@@ -63,7 +63,8 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
 
     for case in test_gateway.COMPOSE_CASES:
         rsp = run(make_request(case.xr, test_gateway.GATEWAY_INPUT, case.observed))
-        for name, item in rsp.desired.resources.items():
+        # A protobuf map iterates in no fixed order: sorted, so every pytest worker collects alike.
+        for name, item in sorted(rsp.desired.resources.items()):
             yield f"gateway case {case.name!r}:{name}", resource.struct_to_dict(item.resource)
     for bcase in test_gateway.BUILDER_CASES:
         plan = test_gateway.plan(bcase.spec)
@@ -71,7 +72,7 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"builder case {bcase.name!r}:{name}", obj
     for rcase in test_route.CASES:
         rsp = run(make_request(test_route.XR, test_route.ROUTE_INPUT, rcase.observed, rcase.required))
-        for name, item in rsp.desired.resources.items():
+        for name, item in sorted(rsp.desired.resources.items()):
             yield f"route case {rcase.name!r}:{name}", resource.struct_to_dict(item.resource)
 
 

@@ -65,6 +65,9 @@ SETTLE_S = 2.0
 # The model's server the stale scenario stops, and how long the function is down meanwhile.
 MODEL_SERVER = "vllm-llama"
 STALE_DOWN_S = 20.0
+# How long a killed component stays down: long enough that what is in flight (a rollout, a
+# route added) moves on without it, and no longer (each second costs CI time).
+OUTAGE_S = 10.0
 # Requests while a pod's container is down: one every BURST_EVERY_S.
 BURST_EVERY_S = 0.05
 # The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in the pod.
@@ -524,16 +527,16 @@ FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("function_hung", Fault("function", "hang", 30, "rollout")),
     function_replica_killed,
     function_down_while_a_model_stops,
-    _scenario("crossplane_killed", Fault("crossplane", "kill", 15, "route added")),
-    _scenario("provider_killed", Fault("provider-kubernetes", "kill", 15, "rollout")),
-    _scenario("envoy_gateway_killed", Fault("envoy-gateway", "kill", 15, "route added")),
+    _scenario("crossplane_killed", Fault("crossplane", "kill", OUTAGE_S, "route added")),
+    _scenario("provider_killed", Fault("provider-kubernetes", "kill", OUTAGE_S, "rollout")),
+    _scenario("envoy_gateway_killed", Fault("envoy-gateway", "kill", OUTAGE_S, "route added")),
     _scenario(
-        "ai_gateway_controller_killed", Fault("envoy-ai-gateway-controller", "kill", 15, "route added")
+        "ai_gateway_controller_killed", Fault("envoy-ai-gateway-controller", "kill", OUTAGE_S, "route added")
     ),
     # Its webhook injects the ext-proc (failurePolicy Fail): the rollout's new pod cannot be created.
-    _scenario("ai_gateway_webhook_killed", Fault("envoy-ai-gateway-controller", "kill", 15, "rollout")),
-    _scenario("kube_apiserver_killed", Fault("kube-apiserver", "kill", 15, "rollout")),
-    _scenario("etcd_killed", Fault("etcd", "kill", 15, "rollout")),
+    _scenario("ai_gateway_webhook_killed", Fault("envoy-ai-gateway-controller", "kill", OUTAGE_S, "rollout")),
+    _scenario("kube_apiserver_killed", Fault("kube-apiserver", "kill", OUTAGE_S, "rollout")),
+    _scenario("etcd_killed", Fault("etcd", "kill", OUTAGE_S, "rollout")),
     _scenario("envoy_killed", Fault("pod/envoy", "kill", 0, "traffic")),
     _scenario("extproc_killed", Fault("pod/ai-gateway-extproc", "kill", 0, "traffic")),
 ]
