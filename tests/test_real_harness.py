@@ -698,11 +698,16 @@ def test_the_functions_calls_are_counted_by_kind_within_the_window() -> None:
             # The console renderer's line, colour codes and all, as the harness's function writes it.
             "\x1b[2m1970-01-01T00:00:15.5Z\x1b[0m [\x1b[32m\x1b[1minfo     \x1b[0m] \x1b[1mcomposed     \x1b[0m "
             "\x1b[36mduration_ms\x1b[0m=\x1b[35m1.46\x1b[0m \x1b[36mxr\x1b[0m=\x1b[35m'ModelRoute team-a/d'\x1b[0m",
-            "\x1b[2m1970-01-01T00:00:25Z\x1b[0m [info     ] composed xr='ModelRoute team-a/e'",
+            # The same, plain and padded as the renderer pads it, just outside the window.
+            "1970-01-01T00:00:20Z [info     ] composed                       xr='ModelRoute team-a/e'",
+            "1970-01-01T00:00:19Z [info     ] composed                       xr='InferenceGateway p/g'",
+            '{"xr": "ModelRoute team-a/f", "msg": "composed", "ts": 1',
             "not json, and not a call",
         ]
     )
     assert costs.calls(log, "ModelRoute", 10.0, 20.0) == 3
+    assert costs.calls(log, "ModelRoute", 10.0, 20.5) == 5
+    assert costs.calls(log, "InferenceGateway", 0.0, 20.0) == 2
 
 
 def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> None:

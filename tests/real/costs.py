@@ -67,7 +67,10 @@ def calls(function_log: str, kind: str, since: float, until: float) -> int:
         if "composed" not in raw:
             continue
         if raw.startswith("{"):
-            entry = json.loads(raw)
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue  # a line cut short: not a call
             if entry.get("msg") != "composed" and entry.get("event") != "composed":
                 continue
             at, xr = float(entry["ts"]), str(entry.get("xr", ""))
@@ -111,7 +114,10 @@ class Phase:
 
     def summary(self) -> str:
         """One clause for a scenario's notes: per route per transition, and CPU per 100 routes."""
-        cpu = ", ".join(f"{name} {100 * self.per_route(self.cpu.get(name, 0.0)):.1f}" for name in NAMED)
+        cpu = ", ".join(
+            f"{name.removeprefix('kube-')} {100 * self.per_route(self.cpu.get(name, 0.0)):.1f}"
+            for name in NAMED
+        )
         top = ", ".join(f"{key} {n}" for key, n in self.requests.most_common(4))
         return (
             f"{self.name} ({self.seconds:.0f} s, {self.transitions} transition(s)): per route per transition "

@@ -156,6 +156,8 @@ class EnvoyStack:
     def upgrade_ai_gateway(self, to: Component) -> None:
         """Envoy AI Gateway upgraded in place, as `helm upgrade` does: its CRDs first, then
         the controller (and its webhook) replaced by the new release's."""
+        # Built before the old controller stops: its webhook (failurePolicy Fail) is down meanwhile.
+        toolchain.ensure(to, AIGW_CONTROLLER)
         self._apply_crds(ai_gateway_crds(to).glob("*.yaml"))
         self.sup.stop(self.sup.find(AIGW_CONTROLLER))
         self.ai_gateway = to

@@ -210,11 +210,24 @@ def main() -> int:
         print(f"integration: NOT RUN: {why}", file=sys.stderr)
         return 1
     try:
-        # What runs: the chosen stack's Crossplane and Envoy AI Gateway, and the rest.
-        chosen_stack = (versions.RUNNING_CROSSPLANE, AI_GATEWAY)
-        others = (versions.CROSSPLANE, versions.CROSSPLANE_OLDEST, versions.CROSSPLANE_CLI, AI_GATEWAY)
+        # What runs: the chosen stack's Crossplane, provider and Envoy AI Gateway (and the newest
+        # Envoy AI Gateway, which the oldest stack upgrades to), and the rest.
+        chosen_stack = (
+            versions.RUNNING_CROSSPLANE,
+            versions.RUNNING_PROVIDER,
+            AI_GATEWAY,
+            versions.ENVOY_AI_GATEWAY,
+        )
+        others = (
+            versions.CROSSPLANE,
+            versions.CROSSPLANE_OLDEST,
+            versions.CROSSPLANE_CLI,
+            versions.PROVIDER_KUBERNETES,
+            versions.PROVIDER_KUBERNETES_OLDEST,
+            AI_GATEWAY,
+        )
         stack = [c for c in toolchain.COMPONENTS.values() if c.name not in {o.name for o in others}]
-        stack += chosen_stack
+        stack += list({(c.name, c.version): c for c in chosen_stack}.values())
         for component in stack:
             # aigw is make traffic's, not the control plane's.
             for binary in (b for b in component.binaries if b != "aigw"):

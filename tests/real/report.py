@@ -130,7 +130,7 @@ def scale_line(n: int, follow: list[float], back: float, creation: Phase, rollou
         for name in NAMED
     )
     return (
-        f"scale: N={n} routes on one gateway: all false within p50 {statistics.median(follow):.0f} s, "
+        f"scale: N={n} routes on one gateway: all false within p50 {percentile(follow, 50):.0f} s, "
         f"p99 {percentile(follow, 99):.0f} s, max {max(follow):.0f} s; all true again within "
         f"{back:.0f} s of the gateway; all true after creation in {creation.seconds:.0f} s "
         f"({100 * creation.seconds / n:.0f} s per 100 routes); function calls per route per transition "

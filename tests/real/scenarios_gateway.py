@@ -39,7 +39,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import chat, said
+from tests.real.prober import DETECTION_S, chat, said
 from tests.support import EXAMPLES
 
 
@@ -424,22 +424,25 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
     before = env.deployment()
     assert before is not None, "want the Envoy Deployment"
     assert DEFAULT_EXTPROC_MARKER not in _template_annotations(before), f"{AI_GATEWAY.version} wrote a marker"
-    replaced = time.time()
     env.envoy.upgrade_ai_gateway(new)
+    replaced = time.time()
     seen: dict[str, float] = {}
     deadline = time.monotonic() + CONVERGE_S
     while time.monotonic() < deadline and "settled" not in seen:
-        now, dep, gw = time.time(), env.deployment(), env.gateway()
+        # The gateway first: a Deployment read after it is never older than what it judged.
+        now, gw = time.time(), env.gateway()
+        dep = env.deployment()
         if dep is not None and DEFAULT_EXTPROC_MARKER in _template_annotations(dep):
             seen.setdefault("marker", now)
         if "marker" in seen and not _decided(gw):
             seen.setdefault("gateway False", now)
         pods = env.live_pods()
         new_pods_only = all(_extproc_image(p) == extproc_image(new) for p in pods)
-        assert not (
-            "gateway False" in seen and _decided(gw) and not (rolled_out(dep) and pods and new_pods_only)
-        ), f"GatewayReady True again before the upgrade's rollout finished: {dep and dep.get('status')}"
-        if "gateway False" in seen and rolled_out(dep) and pods and new_pods_only:
+        done = rolled_out(dep) and _all_ready(dep) and pods and new_pods_only
+        assert not ("gateway False" in seen and _decided(gw) and not done), (
+            f"GatewayReady True again before the upgrade's rollout finished: {dep and dep.get('status')}"
+        )
+        if "gateway False" in seen and done:
             seen.setdefault("rolled out", now)
             if _decided(gw):
                 seen["settled"] = now
@@ -447,6 +450,9 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
     assert "marker" in seen, f"{new.version} wrote no marker on the Envoy template in {CONVERGE_S} s"
     assert "gateway False" in seen, "GatewayReady never turned False through the upgrade's rollout"
     assert "settled" in seen, f"GatewayReady not True again after the upgrade's rollout: {seen}"
+    # The marker starts the rollout: GatewayReady may trail it by the detection allowance, no more.
+    late = seen["gateway False"] - seen["marker"]
+    assert late <= DETECTION_S, f"GatewayReady still True {late:.0f} s into the upgrade's rollout"
     generation = (
         f"generation {before['metadata']['generation']} to {env.deployment()['metadata']['generation']}"  # type: ignore[index]
     )
@@ -456,6 +462,7 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
         f"after, True {seen['settled'] - seen['rolled out']:.0f} s after every pod ran {new.version}'s ext-proc"
     )
     # The marker on, as the Composition ships for v1.1.0: nothing rolls, the gateway stays ready.
+    generation_now = env.deployment()["metadata"]["generation"]  # type: ignore[index]
     env.kube.apply_file(
         EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
         lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__(
@@ -473,7 +480,6 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
         ),
         CONVERGE_S,
     )
-    generation_now = env.deployment()["metadata"]["generation"]  # type: ignore[index]
     samples, until = 0, time.monotonic() + 20
     while time.monotonic() < until:
         gw = env.gateway()
@@ -491,6 +497,11 @@ def _decided(xr: dict[str, Any] | None) -> bool:
     return (
         xr is not None and said(xr, "GatewayReady" if xr["kind"] == "InferenceGateway" else "RoutingReady")[0]
     )
+
+
+def _all_ready(dep: dict[str, Any] | None) -> bool:
+    st = (dep or {}).get("status") or {}
+    return bool(st.get("replicas")) and st.get("readyReplicas") == st.get("replicas")
 
 
 def _template_annotations(dep: dict[str, Any]) -> dict[str, str]:

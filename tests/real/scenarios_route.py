@@ -808,6 +808,10 @@ def _count_stale_truth(
             if len(routes) == len(names) and all(d for d, _ in routes.values()):
                 break
         time.sleep(0.5)
+    else:
+        raise AssertionError(
+            f"not every route ready again within 600 s of the rollout: gateway down since {down_since}"
+        )
     assert down_since is not None, "the gateway never said it was not ready during the rollout"
     assert up_since is not None, "the gateway never said it was ready again after the rollout"
     after = meter.read()
