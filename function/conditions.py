@@ -121,7 +121,8 @@ class Verdict:
         return previous.get("status") != self.status or previous.get("reason") != self.reason
 
     def published(self) -> dict[str, Any]:
-        """The verdict as `status.serving`: what the XR's condition says, never written back stale."""
+        """The verdict as `status.serving`: what the XR's condition says, written back stale far
+        more rarely than the condition (docs/operations.md, "Conditions that move backwards")."""
         return {"ready": self.ready, "reason": self.reason, "message": self.message}
 
 
@@ -139,8 +140,8 @@ _MIRRORED = frozenset({GATEWAY_READY, ROUTING_READY})
 def last_decided(xr: Mapping[str, Any] | None, condition_type: str) -> Mapping[str, Any] | None:
     """The XR's condition of that type as the function last decided it, shaped as a condition.
 
-    From `status.serving` for the main condition, which cannot be stale the
-    way the condition can; from the condition itself for any other type and
+    From `status.serving` for the main condition, which Crossplane writes back
+    stale far more rarely than the condition; from the condition itself for any other type and
     for an XR an older version composed, which has no `status.serving` yet.
     """
     serving = get_path(xr, "status", SERVING) if condition_type in _MIRRORED else None

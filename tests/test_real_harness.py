@@ -726,3 +726,66 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
         "function calls per route per transition 2.0; API requests per route per transition 6 (5 writes); "
         "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0"
     )
+
+
+def _call(at: float, xr: str, ready: bool) -> costs.Call:
+    typ = "GatewayReady" if xr.startswith("InferenceGateway") else "RoutingReady"
+    return costs.Call(at, xr, f"{typ}={'True' if ready else 'False'} (Reason)")
+
+
+GW = "InferenceGateway p/g"
+TRUE_AGAIN_CASES = [
+    (
+        "a route judged ready on a stale gateway before it judged it down is not ready again",
+        [
+            _call(1, "ModelRoute a/r", True),
+            _call(2, GW, False),
+            _call(3, "ModelRoute a/r", True),
+            _call(4, "ModelRoute a/r", False),
+            _call(9, GW, True),
+            _call(10, "ModelRoute a/r", True),
+        ],
+        [],
+    ),
+    (
+        "a route judged ready after it was judged not ready, with the gateway down, is",
+        [
+            _call(2, GW, False),
+            _call(4, "ModelRoute a/r", False),
+            _call(5, "ModelRoute a/r", True),
+            _call(9, GW, True),
+        ],
+        ["ModelRoute a/r"],
+    ),
+    (
+        "the gateway's own calls are not counted, nor calls before the window",
+        [
+            _call(0, "ModelRoute a/r", False),
+            _call(0.5, "ModelRoute a/r", True),
+            _call(2, GW, False),
+            _call(3, GW, True),
+        ],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "made", "want"), TRUE_AGAIN_CASES, ids=[c[0] for c in TRUE_AGAIN_CASES])
+def test_what_the_function_decided_again_is_read_from_its_own_calls(
+    name: str, made: list[costs.Call], want: list[str]
+) -> None:
+    assert costs.decided_true_again(made, GW, since=1.0)[0] == want, name
+
+
+def test_a_calls_condition_is_read_from_its_console_line() -> None:
+    line = (
+        "\x1b[2m2026-12-03T15:13:47.298457Z\x1b[0m [\x1b[32m\x1b[1minfo     \x1b[0m] \x1b[1mcomposed"
+        "                       \x1b[0m \x1b[36mcondition\x1b[0m=\x1b[35m'RoutingReady=True (Available)'\x1b[0m "
+        "\x1b[36mduration_ms\x1b[0m=\x1b[35m1.76\x1b[0m \x1b[36mxr\x1b[0m=\x1b[35m'ModelRoute team-a/scale-049'\x1b[0m"
+    )
+    (call,) = costs.answered(line)
+    assert (call.xr, call.condition, call.ready) == (
+        "ModelRoute team-a/scale-049",
+        "RoutingReady=True (Available)",
+        True,
+    )

@@ -54,15 +54,30 @@ def session_cpu(stats: Iterable[str], session: int, ticks_per_s: float) -> float
 
 
 # The SDK's console renderer (what the function writes when its output is not JSON): colour
-# codes, then `<RFC 3339 time> [info     ] composed ... xr='<Kind> <namespace>/<name>'`.
+# codes, then `<RFC 3339 time> [info     ] composed  condition='<Type>=<Status> (<Reason>)' ...
+# xr='<Kind> <namespace>/<name>'`.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CONSOLE_CALL = re.compile(r"^(\S+Z) \[\w+\s*\] composed .* xr='([^']*)'")
+_CONDITION = re.compile(r"condition='([^']*)'")
 
 
-def calls(function_log: str, kind: str, since: float, until: float) -> int:
-    """The function's calls for XRs of `kind` in [since, until), from its --debug "composed"
-    lines, written as JSON or by the console renderer."""
-    count = 0
+@dataclass(frozen=True)
+class Call:
+    """One call the function answered, from its --debug "composed" line."""
+
+    at: float
+    xr: str  # "<Kind> <namespace>/<name>"
+    condition: str  # "<Type>=<True|False> (<Reason>)"
+
+    @property
+    def ready(self) -> bool:
+        return "=True " in self.condition
+
+
+def answered(function_log: str) -> list[Call]:
+    """Every call in the function's log, in the order logged, from its --debug "composed" lines,
+    written as JSON or by the console renderer."""
+    found = []
     for raw in function_log.splitlines():
         if "composed" not in raw:
             continue
@@ -73,15 +88,41 @@ def calls(function_log: str, kind: str, since: float, until: float) -> int:
                 continue  # a line cut short: not a call
             if entry.get("msg") != "composed" and entry.get("event") != "composed":
                 continue
-            at, xr = float(entry["ts"]), str(entry.get("xr", ""))
-        else:
-            m = _CONSOLE_CALL.match(_ANSI.sub("", raw))
-            if m is None:
-                continue
-            at, xr = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp(), m[2]
-        if xr.startswith(kind + " ") and since <= at < until:
-            count += 1
-    return count
+            found.append(Call(float(entry["ts"]), str(entry.get("xr", "")), str(entry.get("condition", ""))))
+            continue
+        line = _ANSI.sub("", raw)
+        m = _CONSOLE_CALL.match(line)
+        if m is None:
+            continue
+        condition = _CONDITION.search(line)
+        at = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp()
+        found.append(Call(at, m[2], condition[1] if condition else ""))
+    return found
+
+
+def calls(function_log: str, kind: str, since: float, until: float) -> int:
+    """The function's calls for XRs of `kind` in [since, until)."""
+    return sum(c.xr.startswith(kind + " ") and since <= c.at < until for c in answered(function_log))
+
+
+def decided_true_again(calls_made: list[Call], gateway: str, since: float) -> tuple[list[str], float, float]:
+    """From the function's own calls: the XRs it decided ready again after it had decided them
+    not ready, while it judged `gateway` ("<Kind> <ns>/<name>") not ready after `since`; with
+    the outage's start and end as it decided them (inf when it never ended)."""
+    down = next((c.at for c in calls_made if c.xr == gateway and c.at >= since and not c.ready), None)
+    if down is None:
+        return [], float("inf"), float("inf")
+    up = next((c.at for c in calls_made if c.xr == gateway and c.at > down and c.ready), float("inf"))
+    said_false: set[str] = set()
+    again: list[str] = []
+    for c in calls_made:
+        if c.xr == gateway or not down <= c.at < up:
+            continue
+        if not c.ready:
+            said_false.add(c.xr)
+        elif c.xr in said_false and c.xr not in again:
+            again.append(c.xr)
+    return again, down, up
 
 
 @dataclass
@@ -164,3 +205,6 @@ class Meter:
 
     def calls(self, kind: str, since: float, until: float) -> int:
         return calls(self._function_log.read_text(errors="replace"), kind, since, until)
+
+    def answered(self) -> list[Call]:
+        return answered(self._function_log.read_text(errors="replace"))

@@ -18,7 +18,7 @@ from function.objects import Target
 from function.outcome import Requirement
 from function.route import plan as route_plan
 from function.route.view import GATEWAY_REQUIREMENT, read_gateway
-from tests.real.costs import Meter, Phase, between
+from tests.real.costs import Meter, Phase, between, decided_true_again
 from tests.real.dataplane import POD_PROCESS_PREFIX
 from tests.real.harness import (
     AIGW_API,
@@ -823,10 +823,21 @@ def _count_stale_truth(
         calls_made=meter.calls("ModelRoute", before.at, after.at),
         transitions=2,
     )
-    r.notes.append(
-        f"as decided (status.serving): {decided.summary(names)}; "
-        f"the RoutingReady condition (Crossplane writes it back, #7062): {condition_said.summary(names)}"
+    # What the function itself decided, call by call (its --debug lines): a route it judged not
+    # serving must not be judged serving again while it judges the gateway down. status.serving
+    # is what Crossplane wrote of those decisions; it can come back older (below, named).
+    again, _, _ = decided_true_again(
+        meter.answered(), f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}", before.at
     )
-    assert not decided.true_again, r.notes[-1]
+    ours = sorted(x.rsplit("/", 1)[-1] for x in again if x.startswith("ModelRoute "))
+    written_back = sorted(decided.true_again)
+    r.notes.append(
+        f"the function's calls: {len(ours)} routes decided True again after False"
+        + (f" ({', '.join(ours[:5])})" if ours else "")
+        + f"; as published (status.serving): {decided.summary(names)}"
+        + (f" ({', '.join(written_back[:5])}: an older decision written back)" if written_back else "")
+        + f"; the RoutingReady condition (Crossplane writes it back, #7062): {condition_said.summary(names)}"
+    )
+    assert not ours, r.notes[-1]
     assert decided.slowest(names) <= SCALE_FOLLOW_BOUND_S, r.notes[-1]
     return rollout, [decided.false_after.get(n, math.inf) for n in sorted(names)], last - up_since
