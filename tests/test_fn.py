@@ -489,7 +489,7 @@ def _xr_said(serving: dict[str, Any] | None, conditions: list[dict[str, str]]) -
 
 LAST_DECIDED_CASES = [
     (
-        "the main condition is read from status.serving, which Crossplane never writes back stale",
+        "the main condition is read from status.serving, which Crossplane writes back stale far more rarely",
         _xr_said(
             {"ready": False, "reason": "RollingOut", "message": "rolling"},
             [{"type": GATEWAY_READY, "status": "True", "reason": "Available"}],

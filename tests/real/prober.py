@@ -313,6 +313,13 @@ class Prober:
         return t
 
 
+def decided(xr: dict[str, Any] | None) -> bool:
+    """Whether the XR's function last decided it serves (its main condition, as `said` reads it)."""
+    return (
+        xr is not None and said(xr, "GatewayReady" if xr["kind"] == "InferenceGateway" else "RoutingReady")[0]
+    )
+
+
 def said(xr: dict[str, Any], typ: str) -> tuple[bool, bool]:
     """(what the XR's function last decided, whether its condition of that type says True)."""
     condition_true = condition(xr, typ).get("status") == "True"

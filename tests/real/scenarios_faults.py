@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tests.real.costs import answered
 from tests.real.crossplane import FUNCTION_REPLICA_IPS, FUNCTION_REVISION, FUNCTION_SERVICE
 from tests.real.harness import (
     CONVERGE_S,
@@ -44,7 +45,7 @@ from tests.real.harness import (
     route_doc_one_backend,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import DETECTION_S, chat, said
+from tests.real.prober import DETECTION_S, chat, decided, said
 from tests.real.processes import Process, free_port, port_open
 from tests.support import EXAMPLES
 
@@ -125,10 +126,7 @@ def _serving(env: Env, settled_before: str | None = None) -> bool:
     if settled_before is not None and _settled_template(env) in {None, settled_before}:
         return False
     xrs = [env.gateway(), *env.kube.list(XR_API, "ModelRoute")]
-    return all(
-        x is not None and said(x, "GatewayReady" if x["kind"] == "InferenceGateway" else "RoutingReady")[0]
-        for x in xrs
-    )
+    return all(decided(x) for x in xrs)
 
 
 def _settled_template(env: Env) -> str | None:
@@ -394,11 +392,8 @@ def _replicas(env: Env, single: Process) -> tuple[list[Process], int]:
 
 
 def _calls(proc: Process) -> int:
-    """The calls a function replica answered: its debug log has a `composed` line, with its duration, for each."""
-    return sum(
-        "composed" in line and "duration_ms" in line
-        for line in proc.log.read_text(errors="replace").splitlines()
-    )
+    """The calls a function replica answered: its debug log has a `composed` line for each."""
+    return len(answered(proc.log.read_text(errors="replace")))
 
 
 def function_replica_killed(env: Env, r: Report) -> None:

@@ -39,7 +39,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import DETECTION_S, chat, said
+from tests.real.prober import DETECTION_S, chat, decided
 from tests.support import EXAMPLES
 
 
@@ -418,7 +418,7 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
     new = versions.ENVOY_AI_GATEWAY
     wait(
         "the gateway and its route serving",
-        lambda: _decided(env.gateway()) and _decided(env.route()),
+        lambda: decided(env.gateway()) and decided(env.route()),
         CONVERGE_S,
     )
     before = env.deployment()
@@ -434,17 +434,17 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
         dep = env.deployment()
         if dep is not None and DEFAULT_EXTPROC_MARKER in _template_annotations(dep):
             seen.setdefault("marker", now)
-        if "marker" in seen and not _decided(gw):
+        if "marker" in seen and not decided(gw):
             seen.setdefault("gateway False", now)
         pods = env.live_pods()
         new_pods_only = all(_extproc_image(p) == extproc_image(new) for p in pods)
         done = rolled_out(dep) and _all_ready(dep) and pods and new_pods_only
-        assert not ("gateway False" in seen and _decided(gw) and not done), (
+        assert not ("gateway False" in seen and decided(gw) and not done), (
             f"GatewayReady True again before the upgrade's rollout finished: {dep and dep.get('status')}"
         )
         if "gateway False" in seen and done:
             seen.setdefault("rolled out", now)
-            if _decided(gw):
+            if decided(gw):
                 seen["settled"] = now
         time.sleep(0.25)
     assert "marker" in seen, f"{new.version} wrote no marker on the Envoy template in {CONVERGE_S} s"
@@ -483,19 +483,12 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
     samples, until = 0, time.monotonic() + 20
     while time.monotonic() < until:
         gw = env.gateway()
-        assert _decided(gw), f"GatewayReady False with the marker turned on: {condition(gw, 'GatewayReady')}"
+        assert decided(gw), f"GatewayReady False with the marker turned on: {condition(gw, 'GatewayReady')}"
         samples += 1
         time.sleep(0.25)
     assert env.deployment()["metadata"]["generation"] == generation_now, "turning the marker on rolled Envoy"  # type: ignore[index]
     r.notes.append(
         f"the marker then turned on in the Composition and composed: GatewayReady True in {samples} samples over 20 s"
-    )
-
-
-def _decided(xr: dict[str, Any] | None) -> bool:
-    """What the XR's function last decided it serves (status.serving), not a written-back condition."""
-    return (
-        xr is not None and said(xr, "GatewayReady" if xr["kind"] == "InferenceGateway" else "RoutingReady")[0]
     )
 
 
