@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.real import conformance, costs, packages, prober, report, toolchain, versions
+from tests.real import conformance, costs, network, packages, prober, report, toolchain, versions
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor
@@ -789,3 +790,48 @@ def test_a_calls_condition_is_read_from_its_console_line() -> None:
         "RoutingReady=True (Available)",
         True,
     )
+
+
+BLOCK_CASES = [
+    (
+        "a leaked run's veth address takes its block",
+        "inet 10.213.240.1/30 brd 10.213.240.3 scope global fgr1240proh",
+        {240},
+    ),
+    ("a route to a /24 in the range takes that block", "10.213.9.0/24 dev eth1 proto kernel", {9}),
+    ("a wider route to the machine's gateway takes none", "10.0.0.0/8 via 192.0.2.1 dev eth0", set()),
+    ("a host address in a wide prefix takes only its own block", "inet 10.213.7.9/16 scope global eth0", {7}),
+    (
+        "addresses outside the range take none",
+        "inet 10.214.3.1/30 scope global p3h\n192.0.2.0/24 dev eth0",
+        set(),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "routes", "want"), BLOCK_CASES, ids=[c[0] for c in BLOCK_CASES])
+def test_a_run_never_claims_a_block_the_host_already_routes(name: str, routes: str, want: set[int]) -> None:
+    assert network.blocks_in_use(213, routes) == want, name
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_claim_skips_blocks_in_use_and_held_and_takes_back_a_dead_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(network, "CLAIMS", tmp_path)
+    monkeypatch.setattr(network, "run_tag", lambda: 5)
+    monkeypatch.setattr(network, "reap", network.reap_claims)
+    monkeypatch.setattr(network, "_host_routes", lambda: "inet 10.213.5.1/30 scope global leaked")
+    # Block 5 is routed by a leak, 6 is held by a live run (this one), 7 by a run that is gone.
+    (tmp_path / "10.213.6").write_text(f"{os.getpid()} 1\n")
+    (tmp_path / "10.213.7").write_text(f"{_dead_pid()} 2\n")
+    assert network.claim_block(213) == 7
+    assert (tmp_path / "10.213.7").read_text().split()[0] == str(os.getpid())
+    network.release_block(213, 7)
+    assert not (tmp_path / "10.213.7").exists()
+    assert (tmp_path / "10.213.6").exists()

@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
-import os
 import random
 import re
 import selectors
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tests.real.network import claim_block, release_block, run_tag
 from tests.real.process import ConformanceError
 from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
 
@@ -137,9 +137,9 @@ class DataPlane:
         self._free = list(range(60))
         # Pods being stopped, each on a worker of its own (_remove).
         self._stopping: list[threading.Thread] = []
-        tag = os.getpid() % 10_000
-        self._tag = tag
-        self._third = (tag + 7) % 250
+        self._tag = run_tag()
+        # This run's 10.214.<third>.0/24, claimed in start() (tests/real/network.py says why).
+        self._third: int | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -159,6 +159,7 @@ class DataPlane:
         # the host: as a node routes pod traffic, the host forwards it.
         self._forwarding = _IP_FORWARD.read_text().strip()
         _IP_FORWARD.write_text("1\n")
+        self._third = claim_block(214)
         self._thread = threading.Thread(target=self._loop, name="dataplane", daemon=True)
         self._thread.start()
 
@@ -174,6 +175,9 @@ class DataPlane:
             self._remove(sb)
         for worker in self._stopping:
             worker.join(timeout=30)
+        if self._third is not None:
+            release_block(214, self._third)
+            self._third = None
         if self._forwarding is not None:
             _IP_FORWARD.write_text(f"{self._forwarding}\n")
 

@@ -8,14 +8,141 @@ veth pair with a default route through it: from inside, every address of the
 host (the API server's, Envoy AI Gateway's extension server) is reachable,
 and the API server reaches the provider's conversion webhook at the inside
 address. Every address is this run's own, made here and removed at the end.
+
+A run that is killed outright (SIGKILL, a lost machine) leaves its namespaces
+and addresses behind. The next run must neither meet them nor be refused by
+them: a /30 that is already on a leaked veth wins the host's route, and the
+controllers in the new namespace time out reaching the API server (CI,
+2026-12-03: Envoy Gateway's "dial tcp 10.213.240.1: i/o timeout", the block a
+dead run had left). So each run claims its address blocks (`claim_block`):
+never one with an address or route on the host, never one a live run holds,
+and the namespaces of runs that are gone are removed first (`reap`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+# Which run holds which block: one file per block, holding the owner's PID and tag.
+CLAIMS = Path("/run/fgr-net")
+# Every namespace a run makes is named fgr<tag><letter>...
+_NAMESPACE = re.compile(r"^fgr(\d+)[a-z]")
+
+
+def run_tag() -> int:
+    """This run's tag, in every interface and namespace name it makes (names are at most 15 characters)."""
+    return os.getpid() % 10_000
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _claims() -> dict[Path, tuple[int, int]]:
+    """Every claim file: path -> (owner PID, owner tag)."""
+    out: dict[Path, tuple[int, int]] = {}
+    for path in CLAIMS.glob("10.*"):
+        try:
+            pid, tag = (int(x) for x in path.read_text().split())
+        except (OSError, ValueError):
+            continue
+        out[path] = (pid, tag)
+    return out
+
+
+def reap_claims() -> set[int]:
+    """Drop the claims of runs that are gone; return the tags of the runs alive."""
+    live_tags = {run_tag()}
+    for path, (pid, tag) in _claims().items():
+        if _alive(pid):
+            live_tags.add(tag)
+        else:
+            path.unlink(missing_ok=True)
+    return live_tags
+
+
+def reap() -> list[str]:
+    """Remove what runs that are gone left behind: their claims and their namespaces (a veth goes with its peer)."""
+    live_tags = reap_claims()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    reaped = []
+    for line in listed.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = _NAMESPACE.match(name)
+        if not m or int(m.group(1)) in live_tags:
+            continue
+        # A namespace with a process in it belongs to something alive; leave it.
+        pids = subprocess.run(
+            ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
+        ).stdout
+        if pids.strip():
+            continue
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        reaped.append(name)
+    return reaped
+
+
+def _host_routes() -> str:
+    """Every IPv4 address and route on the host, as `ip` prints them."""
+    return "".join(
+        subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+        for cmd in (["ip", "-4", "-o", "addr", "show"], ["ip", "-4", "route", "show", "table", "all"])
+    )
+
+
+def blocks_in_use(second: int, routes: str) -> set[int]:
+    """Third octets of the 10.<second>.x.0/24 blocks that an address or route in `routes` lies in.
+
+    A route wider than a /24 (a 10.0.0.0/8 to the machine's gateway) is left
+    out: the /30s a run adds are more specific and win over it.
+    """
+    used: set[int] = set()
+    for token in re.findall(r"\b\d+\.\d+\.\d+\.\d+(?:/\d+)?", routes):
+        iface = ipaddress.ip_interface(token)
+        nets = [ipaddress.ip_network(iface.ip)]
+        if iface.network.prefixlen >= 24:
+            nets.append(iface.network)
+        for net in nets:
+            if net.network_address.packed[:2] == bytes((10, second)):
+                used.add(net.network_address.packed[2])
+    return used
+
+
+def claim_block(second: int) -> int:
+    """Claim a free 10.<second>.<third>.0/24 for this run and return <third>; `release_block` gives it back."""
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    # One claimer at a time on this machine, so two runs never pick one block.
+    with open(CLAIMS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        reap()
+        used = blocks_in_use(second, _host_routes())
+        held = {path.name for path in _claims()}
+        start = run_tag() % 250
+        for k in range(250):
+            third = (start + k) % 250
+            name = f"10.{second}.{third}"
+            if third in used or name in held:
+                continue
+            (CLAIMS / name).write_text(f"{os.getpid()} {run_tag()}\n")
+            return third
+    raise LabError(f"no free /24 in 10.{second}.0.0/16 on this machine")
+
+
+def release_block(second: int, third: int) -> None:
+    (CLAIMS / f"10.{second}.{third}").unlink(missing_ok=True)
 
 
 class LabError(RuntimeError):
@@ -33,10 +160,13 @@ class Host:
 
 class Lab:
     def __init__(self, names: tuple[str, ...]) -> None:
-        tag = os.getpid() % 10_000
-        # One /30 per namespace in 10.213.<run>.0/24, picked from the PID so
-        # two runs on one machine do not meet.
-        third = tag % 250
+        self.names = names
+        self.hosts: dict[str, Host] = {}
+        self._third: int | None = None
+
+    def _plan(self, third: int) -> None:
+        # One /30 per namespace in this run's claimed 10.213.<third>.0/24.
+        tag = run_tag()
         self.hosts = {
             name: Host(
                 namespace=f"fgr{tag}{name[:4]}",
@@ -45,7 +175,7 @@ class Lab:
                 host_ip=f"10.213.{third}.{4 * i + 1}",
                 ns_ip=f"10.213.{third}.{4 * i + 2}",
             )
-            for i, name in enumerate(names)
+            for i, name in enumerate(self.names)
         }
 
     @property
@@ -74,7 +204,9 @@ class Lab:
         why = self.why_not()
         if why:
             raise LabError(why)
-        self.down()
+        self._third = claim_block(213)
+        self._plan(self._third)
+        self._remove()
         for h in self.hosts.values():
             self._ip("netns", "add", h.namespace)
             self._ip("link", "add", h.host_if, "type", "veth", "peer", "name", h.ns_if)
@@ -90,6 +222,12 @@ class Lab:
         return ["ip", "netns", "exec", self.hosts[name].namespace, *cmd]
 
     def down(self) -> None:
+        self._remove()
+        if self._third is not None:
+            release_block(213, self._third)
+            self._third = None
+
+    def _remove(self) -> None:
         for h in self.hosts.values():
             subprocess.run(["ip", "link", "del", h.host_if], capture_output=True, check=False)
             subprocess.run(["ip", "netns", "del", h.namespace], capture_output=True, check=False)
