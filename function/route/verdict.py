@@ -61,13 +61,18 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"{where} is paused (crossplane.io/paused): its GatewayReady is not kept up to date",
         )
     if gateway_ready is None or gateway_ready.get("status") != "True":
-        reason = str((gateway_ready or {}).get("reason") or "Unknown")
-        message = str((gateway_ready or {}).get("message") or "no GatewayReady condition yet")
+        # The gateway's reason, never its message: the message follows a rollout
+        # replica by replica, and each new one would be a status write on every
+        # route of the gateway (issue #31), telling them nothing they act on.
+        if gateway_ready is None:
+            why = "it has no GatewayReady condition yet"
+        else:
+            why = f"GatewayReady {gateway_ready.get('status') or 'Unknown'}, {gateway_ready.get('reason') or 'Unknown'}"
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.GATEWAY_NOT_READY,
-            f"{where} is not ready: {reason}: {message}",
+            f"{where} is not ready ({why}); its InferenceGateway's GatewayReady message says why",
         )
     if view.attachment.allowed_routes == "Same" and view.attachment.namespace != plan.xr_namespace:
         return Verdict(
