@@ -299,8 +299,32 @@ class Registry:
 CORE_KINDS = {("apps/v1", "Deployment"), ("v1", "Service")}
 
 
+# A ConfigMap key, and a name the API server accepts (a DNS subdomain).
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_configmap(obj: dict[str, Any], where: str) -> Report:
+    """A ConfigMap composed directly (the gateway's serving record): core, so checked by its rules here."""
+    report = Report(manifests=1)
+    extra = set(obj) - {"apiVersion", "kind", "metadata", "data"}
+    if extra:
+        report.errors.append(f"{where}: fields a ConfigMap does not have: {sorted(extra)}")
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.match(name):
+        report.errors.append(f"{where}.metadata.name: {name!r} is not a DNS subdomain")
+    data = obj.get("data") or {}
+    for key, value in data.items():
+        if not _CONFIGMAP_KEY.match(key) or not isinstance(value, str):
+            report.errors.append(f"{where}.data.{key}: keys are [-._a-zA-Z0-9]+ and values strings")
+    return report
+
+
 def validate_object(registry: Registry, obj: dict[str, Any], where: str) -> Report:
-    """A provider-kubernetes Object and the manifest inside it."""
+    """A provider-kubernetes Object and the manifest inside it, or a ConfigMap composed directly."""
+    if (obj.get("apiVersion"), obj.get("kind")) == ("v1", "ConfigMap"):
+        return validate_configmap(obj, where)
     report = registry.validate(obj, where)
     manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
     if isinstance(manifest, dict):

@@ -20,7 +20,11 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 
+from function import serving_record
+from function.conditions import GATEWAY_READY, last_decided
 from function.fn import FunctionRunner
+from function.readiness import get_path
+from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,6 +52,26 @@ def load_yaml(path: Path) -> list[dict[str, Any]]:
 
 def by_resource_name(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d for d in docs}
+
+
+def gateway_fetched(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What Crossplane hands a ModelRoute of this InferenceGateway: its serving record, as the
+    gateway's function writes it from what the XR publishes. An XR without `status.gateway` was
+    composed before the record existed: then no record, and the XR itself (the route's fallback)."""
+    published = get_path(gw, "status", "gateway")
+    if not isinstance(published, dict):
+        return {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [gw]}
+    decided = last_decided(gw, GATEWAY_READY)
+    record = serving_record.build(
+        serving_record.record_name(gw["metadata"]["name"]),
+        gw["metadata"]["namespace"],
+        published,
+        ready=decided is not None and decided.get("status") == "True",
+        reason=str((decided or {}).get("reason") or ""),
+    )
+    if decided is None:
+        del record["data"]["ready"], record["data"]["reason"]
+    return {SERVING_REQUIREMENT: [record]}
 
 
 def make_request(

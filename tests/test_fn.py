@@ -30,6 +30,7 @@ from tests.support import (
     ROOT,
     ROUTE_INPUT,
     by_resource_name,
+    gateway_fetched,
     load_yaml,
     make_request,
     run,
@@ -236,6 +237,7 @@ def test_the_served_function_composes_over_grpc(served: grpcv1.FunctionRunnerSer
         "envoy-deployment",
         "envoy-proxy",
         "gateway",
+        "serving-record",
     }
     assert rsp == run(req), "served and in-process answers are identical"
 
@@ -358,12 +360,12 @@ TTL_CASES = [
         make_request(GW_XR, GATEWAY_INPUT, {}), 15, id="a gateway still waiting is called again in 15 s"
     ),
     pytest.param(
-        make_request(ROUTE_XR, ROUTE_INPUT, ROUTE_COMPOSED, {"inference-gateway": [ROUTE_READY_GW]}),
+        make_request(ROUTE_XR, ROUTE_INPUT, ROUTE_COMPOSED, gateway_fetched(ROUTE_READY_GW)),
         120,
         id="a ready route is called again in 2 minutes",
     ),
     pytest.param(
-        make_request(ROUTE_XR, ROUTE_INPUT, {}, {"inference-gateway": [ROUTE_READY_GW]}),
+        make_request(ROUTE_XR, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)),
         15,
         id="a route still waiting is called again in 15 s",
     ),

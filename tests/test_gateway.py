@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import gateway
+from function import gateway, serving_record
 from function.api import InferenceGatewaySpec, Input, Listener
 from function.cel import policy_accepted_query
 from function.conditions import GatewayReason
@@ -24,6 +25,7 @@ from function.gateway.plan import (
     GATEWAY,
     OBSERVER,
     SECURITY_POLICY,
+    SERVING_RECORD,
     GatewayPlan,
 )
 from function.gateway.verdict import client_port, listener_url
@@ -42,7 +44,7 @@ from tests.support import (
 XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 # The same XR after it was last ready: its status names the template it settled on.
 XR_SETTLED = load_yaml(EXAMPLES / "inference-gateway" / "xr-settled.yaml")[0]
-ALL_NAMES = {ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER}
+ALL_NAMES = {ANCHOR, CLIENT_TRAFFIC_POLICY, ENVOY_PROXY, GATEWAY, OBSERVER, SERVING_RECORD}
 
 
 def observed_state(name: str) -> dict[str, dict[str, Any]]:
@@ -1439,3 +1441,50 @@ def test_an_envoy_proxy_holding_no_usable_pinned_name_gets_the_derived_one(held:
         got["spec"]["forProvider"]["manifest"]["metadata"]
         == derived["spec"]["forProvider"]["manifest"]["metadata"]
     )
+
+
+# --- the serving record: what routes read, changed only when what they act on changes ----------
+
+
+def _xr_status(rsp: fnv1.RunFunctionResponse) -> dict[str, Any]:
+    return dict(resource.struct_to_dict(rsp.desired.composite.resource)["status"])
+
+
+def test_a_rollout_step_rewrites_the_gateway_s_status_but_not_its_serving_record() -> None:
+    observed = observed_state("rolling-out")
+    later = copy.deepcopy(observed)
+    later[OBSERVER]["status"]["atProvider"]["manifest"]["status"]["updatedReplicas"] = 2
+    first = run(make_request(XR, GATEWAY_INPUT, observed))
+    second = run(make_request(XR, GATEWAY_INPUT, later))
+    assert condition(second, "GatewayReady").reason == GatewayReason.ROLLING_OUT
+    assert _xr_status(first) != _xr_status(second)
+    assert desired(first)[SERVING_RECORD] == desired(second)[SERVING_RECORD]
+
+
+@pytest.mark.parametrize("state", ["ready", "rolling-out", "deployment-not-found"])
+def test_the_serving_record_reads_back_as_what_the_gateway_publishes_and_decides(state: str) -> None:
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed_state(state)))
+    record = desired(rsp)[SERVING_RECORD]
+    assert (record["apiVersion"], record["kind"]) == ("v1", "ConfigMap")
+    assert record["metadata"] == {"name": serving_record.record_name("inference"), "namespace": "platform"}
+    published = _xr_status(rsp)
+    read = serving_record.as_gateway(record)
+    assert read is not None
+    assert read["status"]["gateway"] == published["gateway"]
+    gateway_ready = condition(rsp, "GatewayReady")
+    assert read["status"]["serving"] == {
+        "ready": gateway_ready.status == fnv1.STATUS_CONDITION_TRUE,
+        "reason": gateway_ready.reason,
+    }
+    # The message, which follows a rollout step by step, is not in it.
+    assert gateway_ready.message not in json.dumps(record)
+
+
+def test_the_serving_record_is_ready_once_it_exists() -> None:
+    observed = observed_state("ready")
+    without = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert without.desired.resources[SERVING_RECORD].ready == fnv1.READY_FALSE
+    record = copy.deepcopy(desired(without)[SERVING_RECORD])
+    record["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": SERVING_RECORD}
+    with_record = run(make_request(XR, GATEWAY_INPUT, {**observed, SERVING_RECORD: record}))
+    assert with_record.desired.resources[SERVING_RECORD].ready == fnv1.READY_TRUE

@@ -15,13 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from function.route import removed_by_spec
-from function.route.view import GATEWAY_REQUIREMENT
+from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
     ROUTE_INPUT,
     by_resource_name,
     examples,
+    gateway_fetched,
     load_yaml,
     make_request,
     run,
@@ -135,8 +136,16 @@ def hostile_requests(draw: st.DrawFn) -> tuple[fnv1.RunFunctionRequest, set[str]
     observed = {k: v for k, v in observed.items() if isinstance(v, dict)}
     required: dict[str, list[dict[str, Any]]] = {}
     if route and draw(st.booleans()):
-        gw = corrupt(draw, copy.deepcopy(draw(st.sampled_from(READY_GWS))))
-        required[GATEWAY_REQUIREMENT] = [gw] if isinstance(gw, dict) else []
+        gw = draw(st.sampled_from(READY_GWS))
+        if draw(st.booleans()):
+            # The gateway's serving record, corrupted.
+            record = corrupt(draw, copy.deepcopy(gateway_fetched(gw)[SERVING_REQUIREMENT][0]))
+            required[SERVING_REQUIREMENT] = [record] if isinstance(record, dict) else []
+        else:
+            # No record: the InferenceGateway itself, corrupted.
+            xr_gw = corrupt(draw, copy.deepcopy(gw))
+            required[SERVING_REQUIREMENT] = []
+            required[GATEWAY_REQUIREMENT] = [xr_gw] if isinstance(xr_gw, dict) else []
     if not isinstance(inp, dict):
         inp = {"not": "an input"}
     return make_request(xr, inp, observed, required), set(observed)

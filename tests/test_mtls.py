@@ -59,7 +59,7 @@ def call(address: str, root: bytes, client: tuple[bytes, bytes] | None) -> grpc.
             rsp = stub.RunFunction(make_request(XR, GATEWAY_INPUT), timeout=10)
         except grpc.RpcError as e:
             return e
-        assert len(rsp.desired.resources) == 5
+        assert len(rsp.desired.resources) == 6
         return None
 
 

@@ -146,6 +146,8 @@ def _emitted_targets() -> set[tuple[str, str, str, bool]]:
     ]
     for req in requests:
         for item in run(req).desired.resources.values():
+            if item.resource["kind"] != "Object":
+                continue  # composed by Crossplane itself (the serving record): not the provider's
             manifest = item.resource["spec"]["forProvider"]["manifest"]
             group = manifest["apiVersion"].rpartition("/")[0]
             spec = item.resource["spec"]

@@ -15,10 +15,19 @@ from typing import Any
 import pytest
 from crossplane.function import resource
 
-from function import claims
+from function import claims, serving_record
 from function.conditions import BackendsReason, RoutingReason
-from function.route.view import GATEWAY_REQUIREMENT
-from tests.support import EXAMPLES, ROUTE_INPUT, by_resource_name, condition, load_yaml, make_request, run
+from function.route.view import SERVING_REQUIREMENT
+from tests.support import (
+    EXAMPLES,
+    ROUTE_INPUT,
+    by_resource_name,
+    condition,
+    gateway_fetched,
+    load_yaml,
+    make_request,
+    run,
+)
 
 RT = EXAMPLES / "model-route"
 XR = load_yaml(RT / "xr.yaml")[0]
@@ -164,7 +173,7 @@ CASES = [
 def test_routing_ready_reads_what_upstream_reads(
     name: str, xr: dict[str, Any], fetched: dict[str, Any], reason: str, names: str
 ) -> None:
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, {GATEWAY_REQUIREMENT: [READY_GW], **fetched}))
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), **fetched}))
     got = condition(rsp, "RoutingReady")
     assert got.reason == reason, (name, got.message)
     assert names in got.message, name
@@ -172,9 +181,7 @@ def test_routing_ready_reads_what_upstream_reads(
 
 def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
     rsp = run(
-        make_request(
-            XR, ROUTE_INPUT, COMPOSED, {GATEWAY_REQUIREMENT: [READY_GW], "secret-hosted-api-key": []}
-        )
+        make_request(XR, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), "secret-hosted-api-key": []})
     )
     got = condition(rsp, "BackendsServing")
     assert (got.reason, got.message.split(";")[0]) == (
@@ -185,7 +192,7 @@ def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
 
 
 def test_each_problem_of_a_backend_is_named_in_backends_serving() -> None:
-    required = {GATEWAY_REQUIREMENT: [READY_GW], "secret-hosted-api-key": [], "configmap-hosted-ca": []}
+    required = {**gateway_fetched(READY_GW), "secret-hosted-api-key": [], "configmap-hosted-ca": []}
     rsp = run(make_request(_hosted(**WITH_CA), ROUTE_INPUT, COMPOSED, required))
     assert condition(rsp, "BackendsServing").message.endswith(
         "hosted: Secret team-a/hosted-api-key not found, ConfigMap team-a/hosted-ca not found"
@@ -242,12 +249,12 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
     name: str, changes: dict[str, Any], want: tuple[str, str, str], key: str
 ) -> None:
     xr = _hosted(**changes)
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, {GATEWAY_REQUIREMENT: [READY_GW]}))
+    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gateway_fetched(READY_GW)))
     sel = rsp.requirements.resources[want[0]]
     assert (sel.api_version, sel.kind, sel.match_name, sel.namespace) == ("v1", want[1], want[2], "team-a"), (
         name
     )
-    fetched = {GATEWAY_REQUIREMENT: [READY_GW], want[0]: [_secret(want[2], {"other": VALUE})]}
+    fetched = {**gateway_fetched(READY_GW), want[0]: [_secret(want[2], {"other": VALUE})]}
     message = condition(run(make_request(xr, ROUTE_INPUT, COMPOSED, fetched)), "RoutingReady").message
     assert f"Secret team-a/{want[2]} has no key {key}" in message, name
     fetched[want[0]] = [_secret(want[2], {key: VALUE})]
@@ -257,7 +264,7 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
 
 def test_every_referenced_object_is_required_once_on_every_call() -> None:
     xr = _hosted(**WITH_CA)
-    for fetched in ({}, {GATEWAY_REQUIREMENT: [READY_GW]}):
+    for fetched in ({}, gateway_fetched(READY_GW)):
         rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, fetched))
         got = {
             key: (sel.api_version, sel.kind, sel.match_name, sel.namespace)
@@ -265,7 +272,7 @@ def test_every_referenced_object_is_required_once_on_every_call() -> None:
             if key != claims.REQUIREMENT  # by label, every namespace: tests/test_claims.py
         }
         assert got == {
-            GATEWAY_REQUIREMENT: ("ai.example.org/v1alpha1", "InferenceGateway", "inference", "platform"),
+            SERVING_REQUIREMENT: ("v1", "ConfigMap", serving_record.record_name("inference"), "platform"),
             "secret-hosted-api-key": ("v1", "Secret", "hosted-api-key", "team-a"),
             "configmap-hosted-ca": ("v1", "ConfigMap", "hosted-ca", "team-a"),
         }
@@ -279,7 +286,7 @@ def test_a_secret_s_value_goes_nowhere() -> None:
                 XR,
                 ROUTE_INPUT,
                 COMPOSED,
-                {GATEWAY_REQUIREMENT: [READY_GW], "secret-hosted-api-key": [_secret("hosted-api-key", data)]},
+                {**gateway_fetched(READY_GW), "secret-hosted-api-key": [_secret("hosted-api-key", data)]},
             )
         )
         dumped = json.dumps(

@@ -14,11 +14,11 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from function import readiness
+from function import readiness, serving_record
 from function.cel import workload_query
 from function.conditions import BackendsReason, RoutingReason
 from function.naming import unique_name
-from function.route.view import GATEWAY_REQUIREMENT
+from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
@@ -26,6 +26,7 @@ from tests.support import (
     condition,
     desired,
     examples,
+    gateway_fetched,
     load_yaml,
     make_request,
     reach,
@@ -49,11 +50,12 @@ ALL_NAMES = OBSERVER_ONLY | {
 }
 
 NOT_FETCHED: dict[str, list[dict[str, Any]]] = {}
-ABSENT: dict[str, list[dict[str, Any]]] = {GATEWAY_REQUIREMENT: []}
+# No serving record and no InferenceGateway (the record looked for, then the XR).
+ABSENT: dict[str, list[dict[str, Any]]] = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: []}
 
 
 def gw_required(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    return {GATEWAY_REQUIREMENT: [gw]}
+    return gateway_fetched(gw)
 
 
 def without_status_gateway(gw: dict[str, Any]) -> dict[str, Any]:
@@ -162,9 +164,16 @@ def test_routing_ready_across_gateway_and_observed_states(case: Case) -> None:
     assert rsp.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
     assert set(desired(rsp)) == case.names
     assert set(case.observed) <= set(desired(rsp))
-    # The requirement is declared on every call, identically.
-    assert rsp.requirements.resources[GATEWAY_REQUIREMENT].match_name == "inference"
-    assert rsp.requirements.resources[GATEWAY_REQUIREMENT].namespace == "platform"
+    # The serving record is required on every call, identically; the
+    # InferenceGateway only once the record was looked for and not found.
+    record = rsp.requirements.resources[SERVING_REQUIREMENT]
+    assert (record.kind, record.namespace, record.match_name) == (
+        "ConfigMap",
+        "platform",
+        serving_record.record_name("inference"),
+    )
+    no_record = case.required.get(SERVING_REQUIREMENT) == []
+    assert (GATEWAY_REQUIREMENT in rsp.requirements.resources) == no_record
 
 
 def test_an_unreadable_gateway_keeps_observed_resources_exactly() -> None:
@@ -396,9 +405,17 @@ def test_desired_covers_observed_except_removed_backends(
     routing = condition(rsp, "RoutingReady")
     event(f"RoutingReady {routing.reason}")
     if routing.status == fnv1.STATUS_CONDITION_TRUE:
-        gw = required.get(GATEWAY_REQUIREMENT) or [{}]
-        conditions = gw[0].get("status", {}).get("conditions", [])
-        assert any(c["type"] == "GatewayReady" and c["status"] == "True" for c in conditions)
+        assert _gateway_said_ready(required)
+
+
+def _gateway_said_ready(required: dict[str, list[dict[str, Any]]]) -> bool:
+    """What the gateway's serving record says, or (without one) its GatewayReady condition."""
+    records = required.get(SERVING_REQUIREMENT) or []
+    if records:
+        return bool(records[0]["data"].get("ready") == "True")
+    gw = required.get(GATEWAY_REQUIREMENT) or [{}]
+    conditions = gw[0].get("status", {}).get("conditions", [])
+    return any(c["type"] == "GatewayReady" and c["status"] == "True" for c in conditions)
 
 
 def test_the_route_property_reaches_every_verdict_often() -> None:
@@ -689,14 +706,23 @@ def test_everything_a_model_route_composes_or_observes_stays_in_its_namespace() 
         assert set(_namespaces(manifest)) == {own}, name
 
 
-def test_a_paused_gateway_is_not_trusted_whatever_its_stale_gateway_ready_says() -> None:
-    """Crossplane keeps a paused XR's conditions as last written (Synced reason ReconcilePaused);
-    found on the real stack, where a paused gateway kept GatewayReady True through a rollout."""
-    gw = copy.deepcopy(READY_GW)
+def _paused(gw: dict[str, Any]) -> dict[str, Any]:
+    gw = copy.deepcopy(gw)
     gw["status"]["conditions"] = [c for c in gw["status"]["conditions"] if c["type"] != "Synced"] + [
         {"type": "Synced", "status": "False", "reason": "ReconcilePaused", "message": "paused"}
     ]
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
+    return gw
+
+
+def test_a_paused_gateway_read_directly_is_not_trusted_whatever_its_stale_gateway_ready_says() -> None:
+    """Crossplane keeps a paused XR's conditions as last written (Synced reason ReconcilePaused);
+    found on the real stack, where a paused gateway kept GatewayReady True through a rollout.
+    Seen only where the route reads the InferenceGateway itself (no serving record yet)."""
+    rsp = run(
+        make_request(
+            XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [_paused(READY_GW)]}
+        )
+    )
     got = condition(rsp, "RoutingReady")
     assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
@@ -800,7 +826,10 @@ def test_a_call_that_cannot_judge_repeats_what_was_decided_not_what_was_written_
 def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
     xr = copy.deepcopy(XR)
     del xr["spec"]["gatewayRef"]["namespace"]
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, NOT_FETCHED))
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, {SERVING_REQUIREMENT: []}))
+    record = rsp.requirements.resources[SERVING_REQUIREMENT]
+    assert record.namespace == xr["metadata"]["namespace"]
+    assert record.match_name == serving_record.record_name(xr["spec"]["gatewayRef"]["name"])
     selector = rsp.requirements.resources[GATEWAY_REQUIREMENT]
     assert selector.namespace == xr["metadata"]["namespace"]
     assert selector.match_name == xr["spec"]["gatewayRef"]["name"]
@@ -809,10 +838,19 @@ def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
 # --- found by mutation testing: branches no other test told apart --------------------------
 
 
-def test_a_gateway_being_deleted_is_not_ready_whatever_its_condition_says() -> None:
+def test_a_paused_gateway_s_routes_keep_what_its_serving_record_last_said() -> None:
+    """Crossplane calls no function of a paused XR, so its serving record stays as last decided,
+    as its own GatewayReady does; only an InferenceGateway read directly shows the pause."""
+    paused = _paused(READY_GW)
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(paused))), "RoutingReady")
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+
+
+def test_a_gateway_read_directly_and_being_deleted_is_not_ready_whatever_its_condition_says() -> None:
     gw = copy.deepcopy(READY_GW)
     gw["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))), "RoutingReady")
+    required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [gw]}
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
     assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
     assert "platform/inference is being deleted" in got.message
 
@@ -830,14 +868,32 @@ def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(miss
 @pytest.mark.parametrize(
     ("required", "words"),
     [
-        (NOT_FETCHED, "waiting for Crossplane to fetch InferenceGateway platform/inference"),
+        (
+            NOT_FETCHED,
+            "waiting for Crossplane to fetch the serving record of InferenceGateway platform/inference",
+        ),
+        ({SERVING_REQUIREMENT: []}, "waiting for Crossplane to fetch InferenceGateway platform/inference"),
         (ABSENT, "InferenceGateway platform/inference not found"),
         (
             gw_required(without_status_gateway(READY_GW)),
             "InferenceGateway platform/inference has not published status.gateway",
         ),
+        (
+            {
+                SERVING_REQUIREMENT: [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "{not json"}}
+                ]
+            },
+            "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
+        ),
     ],
-    ids=["not fetched yet", "absent", "not published"],
+    ids=[
+        "not fetched yet",
+        "no serving record, the gateway not fetched yet",
+        "absent",
+        "not published",
+        "an unreadable serving record",
+    ],
 )
 def test_why_the_gateway_cannot_be_read_is_in_the_message(
     required: dict[str, list[dict[str, Any]]], words: str
@@ -1678,3 +1734,12 @@ def test_turning_the_observer_off_removes_exactly_it_from_a_route_that_has_one()
         assert "gateway-observer" in desired(run(make_request(XR, ROUTE_INPUT, observed, required)))
         off = desired(run(make_request(XR, NO_OBSERVER_INPUT, observed, required)))
         assert set(off) == set(observed) - {"gateway-observer"}, required
+
+
+@pytest.mark.parametrize("folder", ["ready", "ready-auth", "ready-secret-missing", "rolling-out"])
+def test_each_example_serving_record_says_what_its_inference_gateway_publishes(folder: str) -> None:
+    """The rendered examples read the record; the hand-written InferenceGateway beside it is the truth."""
+    where = EXAMPLES / "model-route" / "required" / folder
+    (record,) = load_yaml(where / "serving-record.yaml")
+    (gw,) = load_yaml(where / "inference-gateway.yaml")
+    assert gateway_fetched(gw) == {SERVING_REQUIREMENT: [record]}

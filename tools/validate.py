@@ -56,7 +56,8 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
     """Every Object the function emits: every example render and every composer test case."""
     for file in sorted(EXAMPLES.glob("*/expected/*.yaml")):
         for doc in load_yaml(file):
-            if doc.get("kind") == "Object":
+            # Objects, and the serving record Crossplane composes directly.
+            if doc.get("kind") == "Object" or (doc.get("apiVersion"), doc.get("kind")) == ("v1", "ConfigMap"):
                 yield f"{file.relative_to(ROOT)}:{doc['metadata']['name']}", doc
     # Imported here: the case tables live with their tests.
     from tests import test_gateway, test_route  # noqa: PLC0415

@@ -16,6 +16,9 @@ Why each piece exists:
   whose CEL query says when the rollout is finished with the sidecar in.
 - The **ClientTrafficPolicy** raises Envoy's request buffer: its 32 KiB
   default rejects ordinary AI request bodies.
+- The **serving record**, a ConfigMap composed directly, holds what the
+  gateway's routes act on (where they attach, GatewayReady as decided) and
+  changes only when that does (function/serving_record.py says why).
 
 GatewayReady is True only when all of these are in effect. Every composed
 resource is emitted on every call, whatever is missing or unready: a missing
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from function import cel, readiness
+from function import cel, readiness, serving_record
 from function.api import InferenceGatewaySpec, Input, InvalidError, ServiceType
 from function.gateway.anchor import build_anchor
 from function.gateway.manifests import (
@@ -45,6 +48,7 @@ from function.gateway.plan import (
     GATEWAY,
     OBSERVER,
     SECURITY_POLICY,
+    SERVING_RECORD,
     GatewayPlan,
     held_deployment,
     moved_from,
@@ -179,5 +183,16 @@ def compose(
     outcome.verdict = verdict
     outcome.ttl = auth_loaded_in(plan, verdict, observed)
     outcome.status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
+    # Built from what this call publishes and decides, so it says exactly what
+    # the XR's status.gateway and status.serving say, without the message.
+    outcome.resources[SERVING_RECORD] = serving_record.build(
+        serving_record.record_name(plan.xr_name),
+        plan.xr_namespace,
+        outcome.status["gateway"],
+        ready=verdict.ready,
+        reason=verdict.reason,
+    )
+    # A ConfigMap has no status to judge: it is in effect once it exists.
+    outcome.ready[SERVING_RECORD] = SERVING_RECORD in observed
     outcome.announce(xr)
     return outcome

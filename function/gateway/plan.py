@@ -38,6 +38,10 @@ SECURITY_POLICY = "security-policy"
 ENVOY_SERVICE = "envoy-service"
 
 
+# A ConfigMap, composed directly: what the gateway's routes read (function/serving_record.py).
+SERVING_RECORD = "serving-record"
+
+
 # The XR kind, in the identity our hashed names carry.
 _KIND = "InferenceGateway"
 

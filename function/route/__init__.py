@@ -62,7 +62,7 @@ from function.route.verdict import (
     published_status,
     serving_verdict,
 )
-from function.route.view import GATEWAY_REQUIREMENT, Attachment, read_gateway
+from function.route.view import Attachment, fetched_all, gateway_requirements, read_gateway
 from function.upstream import ACCEPTED
 
 
@@ -195,7 +195,8 @@ def compose(
     # Declared on every call: Crossplane treats requirements as satisfied only
     # when they are stable from one call to the next.
     outcome = Outcome(
-        requirements={GATEWAY_REQUIREMENT: ref, claims.REQUIREMENT: claims.requirement(plan.claim)}
+        requirements=gateway_requirements(required, ref)
+        | {claims.REQUIREMENT: claims.requirement(plan.claim)}
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)
@@ -231,11 +232,12 @@ def compose(
     outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
     outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, observed, serving, unresolved)]
-    if GATEWAY_REQUIREMENT not in required:
-        # The first call of a reconcile: Crossplane has not fetched the gateway
-        # yet, and calls again with it; that call decides. Judged now, the
-        # conditions would go to GatewayNotFound and back on every reconcile
-        # (issue #32): say again what the XR says, and log nothing.
+    if not fetched_all(required, outcome.requirements):
+        # A call before Crossplane has fetched what this one requires (the
+        # first of every reconcile; the second when the gateway has no serving
+        # record yet): it calls again with them, and that call decides. Judged
+        # now, the conditions would go to GatewayNotFound and back on every
+        # reconcile (issue #32): say again what the XR says, and log nothing.
         outcome.verdict = as_observed(xr, verdict)
         outcome.extra = [as_observed(xr, v) for v in outcome.extra]
         return outcome

@@ -31,6 +31,17 @@ from function.upstream import ACCEPTED
 EXTPROC_LOAD_BOUND = timedelta(seconds=15)
 
 
+def _gateway_state(gateway_ready: Mapping[str, Any] | None) -> str:
+    """GatewayReady's status and reason, never its message: the message follows an Envoy rollout
+    replica by replica, and each new one would be a status write on every route of the gateway
+    (issue #31), telling them nothing they act on."""
+    if gateway_ready is None:
+        return "it has no GatewayReady condition yet"
+    return (
+        f"GatewayReady {gateway_ready.get('status') or 'Unknown'}, {gateway_ready.get('reason') or 'Unknown'}"
+    )
+
+
 def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     plan: RoutePlan,
     view: GatewayView,
@@ -61,18 +72,12 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"{where} is paused (crossplane.io/paused): its GatewayReady is not kept up to date",
         )
     if gateway_ready is None or gateway_ready.get("status") != "True":
-        # The gateway's reason, never its message: the message follows a rollout
-        # replica by replica, and each new one would be a status write on every
-        # route of the gateway (issue #31), telling them nothing they act on.
-        if gateway_ready is None:
-            why = "it has no GatewayReady condition yet"
-        else:
-            why = f"GatewayReady {gateway_ready.get('status') or 'Unknown'}, {gateway_ready.get('reason') or 'Unknown'}"
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.GATEWAY_NOT_READY,
-            f"{where} is not ready ({why}); its InferenceGateway's GatewayReady message says why",
+            f"{where} is not ready ({_gateway_state(gateway_ready)}); its InferenceGateway's GatewayReady "
+            "message says why",
         )
     if view.attachment.allowed_routes == "Same" and view.attachment.namespace != plan.xr_namespace:
         return Verdict(

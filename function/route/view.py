@@ -1,4 +1,11 @@
-"""What a route reads of its gateway: the InferenceGateway Crossplane fetched for this call."""
+"""What a route reads of its gateway: its serving record, or the InferenceGateway itself.
+
+The serving record (function/serving_record.py) is what a route requires: it
+changes only when what the route decides from changes. A gateway composed by
+a version before the record has none until its next reconcile; then, and
+only then, the route requires the InferenceGateway too and reads it directly,
+so an upgrade never turns a serving route False.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function import readiness
+from function import readiness, serving_record
 from function.conditions import GATEWAY_READY, last_decided
 from function.outcome import Requirement
 from function.upstream import DEFAULT_KEY_HEADER
 
-# The requirement key under which Crossplane hands us the InferenceGateway.
+# The requirement keys under which Crossplane hands us the gateway's serving
+# record, and the InferenceGateway when there is no record.
+SERVING_REQUIREMENT = "gateway-serving-record"
 GATEWAY_REQUIREMENT = "inference-gateway"
 
 
@@ -69,14 +78,59 @@ def read_caller_auth(status: Any) -> CallerAuth | None:
     return CallerAuth(_str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER)
 
 
+def gateway_requirements(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement
+) -> dict[str, Requirement]:
+    """The serving record always; the InferenceGateway only once the record was looked for and is absent."""
+    record = Requirement(
+        api_version="v1", kind="ConfigMap", name=serving_record.record_name(ref.name), namespace=ref.namespace
+    )
+    wanted = {SERVING_REQUIREMENT: record}
+    if SERVING_REQUIREMENT in required and not required[SERVING_REQUIREMENT]:
+        wanted[GATEWAY_REQUIREMENT] = ref
+    return wanted
+
+
+def fetched_all(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], wanted: Mapping[str, Requirement]
+) -> bool:
+    """Whether Crossplane fetched, for this call, each gateway requirement this call declares."""
+    return all(key in required for key in (SERVING_REQUIREMENT, GATEWAY_REQUIREMENT) if key in wanted)
+
+
 def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
+    if SERVING_REQUIREMENT not in required:
+        return GatewayView(None, None, f"waiting for Crossplane to fetch the serving record of {where}")
+    records = required[SERVING_REQUIREMENT]
+    if records:
+        gw = serving_record.as_gateway(records[0])
+        if gw is None:
+            name = serving_record.record_name(ref.name)
+            return GatewayView(
+                None, None, f"the serving record of {where} (ConfigMap {ref.namespace}/{name}) is unreadable"
+            )
+        return _view(gw, where)
+    # No record: a gateway an older version composed (until its next
+    # reconcile), or no gateway at all. Read the InferenceGateway itself.
     if GATEWAY_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
     items = required[GATEWAY_REQUIREMENT]
     if not items:
         return GatewayView(None, None, f"{where} not found")
-    gw = items[0]
+    xr = items[0]
+    view = _view(xr, where)
+    return GatewayView(
+        view.attachment,
+        view.ready,
+        view.missing,
+        paused=readiness.paused(xr),
+        deleting=readiness.get_path(xr, "metadata", "deletionTimestamp") is not None,
+    )
+
+
+def _view(gw: Mapping[str, Any], where: str) -> GatewayView:
+    """Where to attach and GatewayReady as decided, from an InferenceGateway or its record read as one."""
     status = readiness.get_path(gw, "status", "gateway")
     name = _str(readiness.get_path(status, "name"))
     namespace = _str(readiness.get_path(status, "namespace"))
@@ -91,11 +145,6 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         caller_auth=read_caller_auth(status),
         allowed_routes=_str(readiness.get_path(status, "allowedRoutes")),
     )
-    return GatewayView(
-        attachment,
-        # As its function last decided it: its GatewayReady condition can be one
-        # Crossplane wrote back from a stale cache (conditions.SERVING).
-        last_decided(gw, GATEWAY_READY),
-        paused=readiness.paused(gw),
-        deleting=readiness.get_path(gw, "metadata", "deletionTimestamp") is not None,
-    )
+    # As its function last decided it: its GatewayReady condition can be one
+    # Crossplane wrote back from a stale cache (conditions.SERVING).
+    return GatewayView(attachment, last_decided(gw, GATEWAY_READY))

@@ -56,7 +56,16 @@ INPUT_CRD_DIR = ROOT / "package" / "input"
 # Kinds the CLI has no schema for: Kubernetes built-ins are not CRDs (RBAC in
 # the install manifests, the function's PodDisruptionBudget; the observer's Deployment, which is only a name to
 # observe), and package metadata is checked by `xpkg build` itself.
-NO_SCHEMA_KINDS = {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment", "PodDisruptionBudget"}
+# Core kinds have no CRD for crossplane validate; the serving record ConfigMap is
+# checked by tests/k8s_schema.py (validate_configmap).
+NO_SCHEMA_KINDS = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "RoleBinding",
+    "Deployment",
+    "PodDisruptionBudget",
+    "ConfigMap",
+}
 DEVELOPMENT_TARGET = "render.crossplane.io/runtime-development-target"
 
 

@@ -17,7 +17,7 @@ from function.api import Input, ModelRouteSpec
 from function.objects import Target
 from function.outcome import Requirement
 from function.route import plan as route_plan
-from function.route.view import GATEWAY_REQUIREMENT, read_gateway
+from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT, read_gateway
 from tests.real.costs import Meter, Phase, between, decided_true_again
 from tests.real.dataplane import POD_PROCESS_PREFIX
 from tests.real.harness import (
@@ -658,7 +658,8 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
         held=held,
     )
     ref = Requirement(api_version=XR_API, kind="InferenceGateway", name=GATEWAY[1], namespace=GATEWAY[0])
-    view = read_gateway({GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
+    # Read from the InferenceGateway itself, as a route does when there is no serving record.
+    view = read_gateway({SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
     assert view.attachment is not None, view.missing
     objects = composer.build_objects(plan, view.attachment)
     out = []

@@ -8,7 +8,9 @@ its composed resources changes (realtime compositions, which also turn
 Crossplane's own polling off) or when the response TTL runs out (the
 function's `meta.ttl`, else 60 s). Required resources are not watched.
 InferenceGateways are written to the world as they change, so the provider
-can observe them (a ModelRoute's gateway observer).
+can observe them (a ModelRoute's gateway observer). A composed resource that
+is not an Object (the gateway's serving record, a ConfigMap) is applied to the
+world by Crossplane itself, as Crossplane v2 composes any kind.
 
 provider-kubernetes: applies each managed Object's manifest to the world,
 never writes an observe-only Object's target, and evaluates the emitted
@@ -186,6 +188,8 @@ class XR:
     body: dict[str, Any]
     composition_input: dict[str, Any]
     composed: dict[str, tuple[str, str]] = field(default_factory=dict)  # resource name -> Object key
+    # resource name -> world key of a composed resource that is not an Object (Crossplane applies it).
+    direct: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     next_reconcile: int = 0
     deleted: bool = False
 
@@ -239,6 +243,8 @@ class Crossplane:
         self.world.delete(key)
         for obj in xr.composed.values():
             self.provider.remove(obj)
+        for target in xr.direct.values():
+            self.world.delete(target)
 
     def gateway_xr(self, namespace: str, name: str) -> XR | None:
         return self.xrs.get(("InferenceGateway", namespace, name))
@@ -264,6 +270,12 @@ class Crossplane:
                 observed = state.observed()
                 observed["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": name}
                 req.observed.resources[name].resource.update(observed)
+        for name, key in sorted(xr.direct.items()):
+            body = self.world.get(*key)
+            if body is not None:
+                observed = copy.deepcopy(body)
+                observed["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": name}
+                req.observed.resources[name].resource.update(observed)
         req.input.update(xr.composition_input)
         return req
 
@@ -272,8 +284,13 @@ class Crossplane:
         for name, selector in rsp.requirements.resources.items():
             items = req.required_resources[name]
             found = self.xrs.get((selector.kind, selector.namespace, selector.match_name))
-            if found is not None:
-                items.items.add().resource.update(copy.deepcopy(found.body))
+            body = (
+                found.body
+                if found is not None
+                else self.world.get(selector.kind, selector.namespace, selector.match_name)
+            )
+            if body is not None:
+                items.items.add().resource.update(copy.deepcopy(body))
 
     def reconcile(self, xr: XR) -> None:
         req = self._request(xr)
@@ -299,9 +316,18 @@ class Crossplane:
         for name in sorted(set(xr.composed) - set(desired)):
             self.gc_deletions.append(GCDeletion(self.world.now, xr.key, name))
             self.provider.remove(xr.composed.pop(name))
+        for name in sorted(set(xr.direct) - set(desired)):
+            self.gc_deletions.append(GCDeletion(self.world.now, xr.key, name))
+            self.world.delete(xr.direct.pop(name))
         for name, raw in sorted(desired.items()):
             body = _ints(raw)
-            body["metadata"].setdefault("namespace", xr.body["metadata"]["namespace"])
+            # Crossplane puts a namespaced XR's composed resources in its namespace.
+            body["metadata"]["namespace"] = xr.body["metadata"]["namespace"]
+            if body["kind"] != "Object":
+                key = (body["kind"], body["metadata"]["namespace"], body["metadata"]["name"])
+                self.world.put(key, body)
+                xr.direct[name] = key
+                continue
             self.provider.upsert(body)
             xr.composed[name] = (body["metadata"]["namespace"], body["metadata"]["name"])
         status = dict(resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {})

@@ -1,0 +1,76 @@
+"""The gateway's serving record: the one object a ModelRoute reads of its gateway.
+
+An InferenceGateway composes a ConfigMap that holds what its routes act on,
+and nothing else: where they attach (`status.gateway`) and whether the
+gateway serves, as its function last decided (GatewayReady's status and
+reason, never its message). Routes require this ConfigMap instead of the
+InferenceGateway, because Crossplane v2.4 wakes a route on every write of
+what it requires, and the InferenceGateway's status is written at every step
+of an Envoy rollout (replica counts, GatewayReady's message): at 100 routes
+that was 3 to 4 route reconciles per gateway transition, each one server-side
+apply per composed Object (issue #31, `make scale`). The record changes when
+what routes decide from changes, and only then.
+
+It is also never written back stale: Crossplane applies it from the
+function's desired state, where a condition or `status.serving` can come back
+from Crossplane's cache (crossplane/crossplane#7062, issue #32).
+
+Written and read here only, so the format has one source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from function import naming
+
+# The record's keys.
+_GATEWAY = "gateway"
+_READY = "ready"
+_REASON = "reason"
+
+
+def record_name(gateway_xr_name: str) -> str:
+    """The record's name, from the InferenceGateway's: routes derive it from their gatewayRef."""
+    return naming.unique_name(gateway_xr_name, "serving", identity=("InferenceGateway",))
+
+
+def build(
+    name: str, namespace: str, gateway: Mapping[str, Any], *, ready: bool, reason: str
+) -> dict[str, Any]:
+    """The ConfigMap: the published `status.gateway`, and GatewayReady as decided."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {
+            # Sorted and compact: one gateway, one string, call after call.
+            _GATEWAY: json.dumps(gateway, sort_keys=True, separators=(",", ":")),
+            _READY: "True" if ready else "False",
+            _REASON: reason,
+        },
+    }
+
+
+def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record read back as the part of an InferenceGateway a route reads, or None if unreadable.
+
+    Shaped as the XR (`status.gateway`, `status.serving`), so one reader
+    serves both the record and an InferenceGateway read directly.
+    """
+    data = record.get("data")
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        gateway = json.loads(data.get(_GATEWAY) or "")
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(gateway, dict):
+        return None
+    status: dict[str, Any] = {_GATEWAY: gateway}
+    ready, reason = data.get(_READY), data.get(_REASON)
+    if ready in ("True", "False") and isinstance(reason, str) and reason:
+        status["serving"] = {"ready": ready == "True", "reason": reason}
+    return {"status": status}
