@@ -36,6 +36,7 @@ from tests.support import (
     run,
     served_function,
 )
+from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
 
 GW_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 ROUTE_XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
@@ -231,14 +232,7 @@ def test_the_served_function_composes_over_grpc(served: grpcv1.FunctionRunnerSer
     req = make_request(GW_XR, GATEWAY_INPUT, GW_OBSERVED)
     rsp = served.RunFunction(req, timeout=10)
     assert rsp.meta.tag == "test"
-    assert set(rsp.desired.resources) == {
-        "anchor-route",
-        "client-traffic-policy",
-        "envoy-deployment",
-        "envoy-proxy",
-        "gateway",
-        "serving-record",
-    }
+    assert set(rsp.desired.resources) == GATEWAY_NAMES
     assert rsp == run(req), "served and in-process answers are identical"
 
 

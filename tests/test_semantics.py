@@ -37,16 +37,11 @@ from tests.support import (
     run,
 )
 from tests.test_examples import EXAMPLE_LIST, Example
+from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
 from tests.test_route import ALL_NAMES
 
-GATEWAY = {
-    "anchor-route",
-    "client-traffic-policy",
-    "envoy-deployment",
-    "envoy-proxy",
-    "gateway",
-    "serving-record",
-}
+# Everything an InferenceGateway composes (the test of the gateway composer states it).
+GATEWAY = GATEWAY_NAMES
 # Everything a ModelRoute of the example composes (the test of the route composer states it).
 ROUTE = ALL_NAMES
 TRUE, FALSE = fnv1.STATUS_CONDITION_TRUE, fnv1.STATUS_CONDITION_FALSE
