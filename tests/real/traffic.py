@@ -179,7 +179,8 @@ def composed_manifests(
     out = []
     for name in sorted(rsp.desired.resources):
         obj = resource.struct_to_dict(rsp.desired.resources[name].resource)
-        if obj["spec"].get("managementPolicies") == ["Observe"]:
+        # The gateway's serving record (a ConfigMap Crossplane composes) is for its routes, not aigw.
+        if obj["kind"] != "Object" or obj["spec"].get("managementPolicies") == ["Observe"]:
             continue
         out.append(obj["spec"]["forProvider"]["manifest"])
     return out, resource.struct_to_dict(rsp.desired.composite.resource).get("status") or {}
@@ -220,6 +221,7 @@ def aigw_config(
     ]
     docs += gateway
     for xr in routes:
+        # No serving record among the required: each route reads the InferenceGateway itself.
         docs += composed_manifests(xr, "model-route/composition.yaml", ready)[0]
     anchor = next(d for d in gateway if d["kind"] == "AIGatewayRoute")
     return docs, anchor
