@@ -61,11 +61,11 @@ def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:
     serves both the record and an InferenceGateway read directly.
     """
     data = record.get("data")
-    if not isinstance(data, Mapping):
+    if not isinstance(data, Mapping) or not isinstance(data.get(_GATEWAY), str):
         return None
     try:
-        gateway = json.loads(data.get(_GATEWAY) or "")
-    except (TypeError, ValueError):
+        gateway = json.loads(data[_GATEWAY])
+    except ValueError:
         return None
     if not isinstance(gateway, dict):
         return None

@@ -838,6 +838,13 @@ def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
 # --- found by mutation testing: branches no other test told apart --------------------------
 
 
+def test_a_ready_inference_gateway_read_directly_lets_the_route_serve() -> None:
+    """No serving record yet (a gateway an older version composed): the InferenceGateway is read as before."""
+    required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [READY_GW]}
+    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+
+
 def test_a_paused_gateway_s_routes_keep_what_its_serving_record_last_said() -> None:
     """Crossplane calls no function of a paused XR, so its serving record stays as last decided,
     as its own GatewayReady does; only an InferenceGateway read directly shows the pause."""
@@ -865,6 +872,13 @@ def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(miss
     assert set(desired(rsp)) == OBSERVER_ONLY
 
 
+def _record_saying(**data: str) -> dict[str, Any]:
+    """The ready gateway's serving record with some of its keys replaced."""
+    record = copy.deepcopy(gw_required(READY_GW)[SERVING_REQUIREMENT][0])
+    record["data"] |= data
+    return record
+
+
 @pytest.mark.parametrize(
     ("required", "words"),
     [
@@ -886,6 +900,18 @@ def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(miss
             },
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
+        (
+            {SERVING_REQUIREMENT: [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"ready": "True"}}]},
+            "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
+        ),
+        (
+            {SERVING_REQUIREMENT: [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "{}"}}]},
+            "InferenceGateway platform/inference has not published status.gateway",
+        ),
+        (
+            {SERVING_REQUIREMENT: [_record_saying(ready="Maybe", reason="Available")]},
+            "gateway platform/inference is not ready (it has no GatewayReady condition yet)",
+        ),
     ],
     ids=[
         "not fetched yet",
@@ -893,6 +919,9 @@ def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(miss
         "absent",
         "not published",
         "an unreadable serving record",
+        "a serving record without its gateway key",
+        "a serving record without where to attach",
+        "a serving record whose ready is neither True nor False",
     ],
 )
 def test_why_the_gateway_cannot_be_read_is_in_the_message(
