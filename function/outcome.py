@@ -73,8 +73,15 @@ class Outcome:
         return self.status | {SERVING: self.verdict.published()}
 
     def judge_ready(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
-        """Each composed resource is ready exactly while its observed Object says it is in effect."""
-        self.ready = {name: readiness.in_effect(observed.get(name)) for name in self.resources}
+        """Each composed Object is ready exactly while it says it is in effect. A ConfigMap, which
+        Crossplane composes directly (the gateway's serving record), has no status to judge: it is
+        ready once it exists."""
+        self.ready = {
+            name: name in observed
+            if (body.get("apiVersion"), body.get("kind")) == ("v1", "ConfigMap")
+            else readiness.in_effect(observed.get(name))
+            for name, body in self.resources.items()
+        }
 
     def announce(self, xr: Mapping[str, Any]) -> None:
         """An event for each condition this call changes on the XR, and none for the others."""
@@ -85,12 +92,13 @@ class Outcome:
         """Emit an observed composed resource again, as it was desired before.
 
         Only what a function may desire (apiVersion, kind, metadata name and
-        namespace, spec) is carried over; status belongs to the provider.
+        namespace, spec, and a ConfigMap's data) is carried over; status belongs
+        to the provider.
         """
         # Whatever shape the observed object has, it is re-emitted, never dropped
         # and never a crash: a malformed field is left out, not "repaired".
         kept: dict[str, Any] = {
-            k: structs.plain(observed[k]) for k in ("apiVersion", "kind", "spec") if k in observed
+            k: structs.plain(observed[k]) for k in ("apiVersion", "kind", "spec", "data") if k in observed
         }
         metadata = observed.get("metadata")
         if isinstance(metadata, Mapping):

@@ -65,7 +65,9 @@ def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         gateway = json.loads(data[_GATEWAY])
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Anything that is not one JSON object of bounded depth is unreadable:
+        # the route says so (False), never a crash that keeps its last conditions.
         return None
     if not isinstance(gateway, dict):
         return None

@@ -29,6 +29,8 @@ import yaml
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_math, ext_optional, ext_strings
 
+from function.api import DNS_SUBDOMAIN
+
 ROOT = Path(__file__).resolve().parent.parent
 # The folder shared beside the clone (upstream CRDs, fixtures, docs). SHARED_DIR
 # names it where ../shared is not beside the tree the tests run from: mutmut
@@ -299,9 +301,9 @@ class Registry:
 CORE_KINDS = {("apps/v1", "Deployment"), ("v1", "Service")}
 
 
-# A ConfigMap key, and a name the API server accepts (a DNS subdomain).
+# A ConfigMap key, and a name the API server accepts (a DNS subdomain, as our API declares it).
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SUBDOMAIN = re.compile(DNS_SUBDOMAIN)
 
 
 def validate_configmap(obj: dict[str, Any], where: str) -> Report:

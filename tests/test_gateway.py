@@ -846,6 +846,27 @@ def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
     assert set(desired(rsp)) == ALL_NAMES | {"from-an-older-version"}
 
 
+def test_an_observed_configmap_this_version_does_not_know_is_kept_with_its_data() -> None:
+    """A ConfigMap Crossplane composed directly carries its desired state in data, not spec."""
+    observed = dict(observed_state("ready"))
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "old-record", "namespace": "platform", "uid": "1"},
+        "data": {"ready": "True"},
+    }
+    observed["from-an-older-version"] = configmap
+    rsp = run(make_request(XR, GATEWAY_INPUT, observed))
+    assert desired(rsp)["from-an-older-version"] == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "old-record", "namespace": "platform"},
+        "data": {"ready": "True"},
+    }
+    # It exists, and a ConfigMap has no status to judge.
+    assert rsp.desired.resources["from-an-older-version"].ready == fnv1.READY_TRUE
+
+
 @pytest.mark.parametrize(
     ("xr", "state", "want"),
     [

@@ -901,6 +901,15 @@ def _record_saying(**data: str) -> dict[str, Any]:
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
         (
+            # Nested deeper than Python's JSON reader goes: unreadable, not a crash.
+            {
+                SERVING_REQUIREMENT: [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "[" * 100_000}}
+                ]
+            },
+            "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
+        ),
+        (
             {SERVING_REQUIREMENT: [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"ready": "True"}}]},
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
@@ -919,6 +928,7 @@ def _record_saying(**data: str) -> dict[str, Any]:
         "absent",
         "not published",
         "an unreadable serving record",
+        "a serving record nested too deep to read",
         "a serving record without its gateway key",
         "a serving record without where to attach",
         "a serving record whose ready is neither True nor False",

@@ -172,27 +172,30 @@ def compose(
             f"({moved.name}); a gateway cannot move: create a new InferenceGateway in {plan.namespace!r} "
             "and delete this one"
         )
-    outcome = Outcome(resources=build_objects(plan))
+    previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
+    previous = previous if isinstance(previous, str) else None
+    verdict = derive_verdict(plan, observed, previous)
+    status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
+    outcome = Outcome(
+        resources=build_objects(plan)
+        | {
+            # Built from what this call publishes and decides, so it says exactly
+            # what the XR's status.gateway and status.serving say, without the message.
+            SERVING_RECORD: serving_record.build(
+                serving_record.record_name(plan.xr_name),
+                plan.xr_namespace,
+                status["gateway"],
+                ready=verdict.ready,
+                reason=verdict.reason,
+            )
+        },
+        status=status,
+        verdict=verdict,
+        ttl=auth_loaded_in(plan, verdict, observed),
+    )
     # Only caller auth, turned off in the spec, may leave; anything else
     # observed and not composed now is kept.
     keep_observed(outcome, observed, removed_by_spec)
     outcome.judge_ready(observed)
-    previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
-    previous = previous if isinstance(previous, str) else None
-    verdict = derive_verdict(plan, observed, previous)
-    outcome.verdict = verdict
-    outcome.ttl = auth_loaded_in(plan, verdict, observed)
-    outcome.status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
-    # Built from what this call publishes and decides, so it says exactly what
-    # the XR's status.gateway and status.serving say, without the message.
-    outcome.resources[SERVING_RECORD] = serving_record.build(
-        serving_record.record_name(plan.xr_name),
-        plan.xr_namespace,
-        outcome.status["gateway"],
-        ready=verdict.ready,
-        reason=verdict.reason,
-    )
-    # A ConfigMap has no status to judge: it is in effect once it exists.
-    outcome.ready[SERVING_RECORD] = SERVING_RECORD in observed
     outcome.announce(xr)
     return outcome

@@ -62,7 +62,7 @@ from function.route.verdict import (
     published_status,
     serving_verdict,
 )
-from function.route.view import Attachment, fetched_all, gateway_requirements, read_gateway
+from function.route.view import Attachment, gateway_requirements, read_gateway
 from function.upstream import ACCEPTED
 
 
@@ -194,8 +194,9 @@ def compose(
     )
     # Declared on every call: Crossplane treats requirements as satisfied only
     # when they are stable from one call to the next.
+    gateway_wanted = gateway_requirements(required, ref)
     outcome = Outcome(
-        requirements=gateway_requirements(required, ref)
+        requirements=gateway_wanted
         | {claims.REQUIREMENT: claims.requirement(plan.claim)}
         | references.requirements(spec.backends, plan.xr_namespace)
     )
@@ -232,7 +233,7 @@ def compose(
     outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
     outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, observed, serving, unresolved)]
-    if not fetched_all(required, outcome.requirements):
+    if not all(key in required for key in gateway_wanted):
         # A call before Crossplane has fetched what this one requires (the
         # first of every reconcile; the second when the gateway has no serving
         # record yet): it calls again with them, and that call decides. Judged

@@ -91,13 +91,6 @@ def gateway_requirements(
     return wanted
 
 
-def fetched_all(
-    required: Mapping[str, Sequence[Mapping[str, Any]]], wanted: Mapping[str, Requirement]
-) -> bool:
-    """Whether Crossplane fetched, for this call, each gateway requirement this call declares."""
-    return all(key in required for key in (SERVING_REQUIREMENT, GATEWAY_REQUIREMENT) if key in wanted)
-
-
 def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     if SERVING_REQUIREMENT not in required:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.real.network import claim_block, release_block, run_tag
+from tests.real.network import claim_block, release_block, remove_pair, run_tag
 from tests.real.process import ConformanceError
 from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
 
@@ -357,6 +357,7 @@ class DataPlane:
             dir=self.dir / pod["metadata"]["name"],
         )
         sb.labels = dict(pod["metadata"].get("labels") or {})
+        remove_pair(sb.host_if, sb.netns)
         _ip("netns", "add", sb.netns)
         _ip("link", "add", sb.host_if, "type", "veth", "peer", "name", f"{name}n")
         _ip("link", "set", f"{name}n", "netns", sb.netns)
@@ -556,8 +557,7 @@ class DataPlane:
         def stop() -> None:
             for proc in reversed(sb.processes):
                 self.sup.stop(proc)
-            subprocess.run(["ip", "link", "del", sb.host_if], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "del", sb.netns], capture_output=True, check=False)
+            remove_pair(sb.host_if, sb.netns)
             with self._lock:
                 self._free.append(sb.index)
 

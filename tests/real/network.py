@@ -141,6 +141,13 @@ def claim_block(second: int) -> int:
     raise LabError(f"no free /24 in 10.{second}.0.0/16 on this machine")
 
 
+def remove_pair(host_if: str, namespace: str) -> None:
+    """Remove a namespace and the host end of its veth, if they exist: before making them (a dead
+    run with this run's tag may have left them) and when done."""
+    subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
+
+
 def release_block(second: int, third: int) -> None:
     (CLAIMS / f"10.{second}.{third}").unlink(missing_ok=True)
 
@@ -229,5 +236,4 @@ class Lab:
 
     def _remove(self) -> None:
         for h in self.hosts.values():
-            subprocess.run(["ip", "link", "del", h.host_if], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "del", h.namespace], capture_output=True, check=False)
+            remove_pair(h.host_if, h.namespace)
