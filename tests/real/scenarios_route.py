@@ -274,7 +274,13 @@ def _follow_by_sampling(env: Env, settle_s: float = FOLLOW_SETTLE_S) -> str:
         elif rt_ready and "route False" in seen:
             seen.setdefault("route True", now)
         never_followed = "route False" not in seen and "gateway True" in seen
-        if "route True" in seen or (never_followed and now - seen["gateway True"] > settle_s):
+        # Both back: the route reads the gateway's serving record, which Crossplane
+        # applies before it writes the InferenceGateway's status, so the route can
+        # be seen True first (CI of 039bfa7: the sampling stopped there and took
+        # the rollout for unfinished).
+        if ("route True" in seen and "gateway True" in seen) or (
+            never_followed and now - seen["gateway True"] > settle_s
+        ):
             break
         time.sleep(0.25)
     assert "gateway True" in seen, f"the rollout never finished: {seen}"
@@ -283,7 +289,10 @@ def _follow_by_sampling(env: Env, settle_s: float = FOLLOW_SETTLE_S) -> str:
         return f"RoutingReady never turned False through the gateway's {outage:.0f} s outage"
     down = seen["route False"] - seen["gateway False"]
     up = seen.get("route True", float("nan")) - seen["gateway True"]
-    return f"RoutingReady False {down:.0f} s after GatewayReady, True {up:.0f} s after it (outage {outage:.0f} s)"
+    return (
+        f"RoutingReady False {down:.0f} s after GatewayReady, True {up:.0f} s after it "
+        f"(negative: before the gateway's own condition was written; outage {outage:.0f} s)"
+    )
 
 
 def backend_scaled_to_zero(env: Env, r: Report) -> None:
