@@ -15,6 +15,15 @@ It is also never written back stale: Crossplane applies it from the
 function's desired state, where a condition or `status.serving` can come back
 from Crossplane's cache (crossplane/crossplane#7062, issue #32).
 
+It is trusted only when its controller is the InferenceGateway the route
+names (`controlled_by`): a record says which Gateway a route attaches to, and
+anyone who may write ConfigMaps in the gateway's namespace can write one of
+this name (before the gateway exists, say), pointing routes at a Gateway
+without caller auth. Crossplane makes the XR the controller of all it
+composes, and refuses to apply over an object another controls, so a record
+it wrote always passes; any other is ignored, and the route reads the
+InferenceGateway itself.
+
 Written and read here only, so the format has one source of truth.
 """
 
@@ -52,6 +61,30 @@ def build(
             _REASON: reason,
         },
     }
+
+
+def controlled_by(record: Mapping[str, Any], api_version: str, kind: str, name: str) -> bool:
+    """Whether the record's controller is the XR of this kind and name, in the API group of `api_version`.
+
+    The group, not the version: an XRD serves several versions, and Crossplane
+    writes the reference with the one it read the XR at. The UID is not
+    compared (the route does not read its gateway to know it); Kubernetes'
+    garbage collector deletes an object whose owner's UID does not match.
+    """
+    metadata = record.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    if not isinstance(owners, list):
+        return False
+    group = api_version.rpartition("/")[0]
+    return any(
+        isinstance(owner, Mapping)
+        and owner.get("controller") is True
+        and owner.get("kind") == kind
+        and owner.get("name") == name
+        and isinstance(owner.get("apiVersion"), str)
+        and owner["apiVersion"].rpartition("/")[0] == group
+        for owner in owners
+    )
 
 
 def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:

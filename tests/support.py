@@ -54,6 +54,18 @@ def by_resource_name(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d for d in docs}
 
 
+def controller_reference(xr: dict[str, Any]) -> dict[str, Any]:
+    """The ownerReference Crossplane puts on everything an XR composes: the XR as its controller."""
+    return {
+        "apiVersion": xr["apiVersion"],
+        "kind": xr["kind"],
+        "name": xr["metadata"]["name"],
+        "uid": xr["metadata"].get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def gateway_fetched(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """What Crossplane hands a ModelRoute of this InferenceGateway: its serving record, as the
     gateway's function writes it from what the XR publishes. An XR without `status.gateway` was
@@ -69,6 +81,7 @@ def gateway_fetched(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         ready=decided is not None and decided.get("status") == "True",
         reason=str((decided or {}).get("reason") or ""),
     )
+    record["metadata"]["ownerReferences"] = [controller_reference(gw)]
     if decided is None:
         del record["data"]["ready"], record["data"]["reason"]
     return {SERVING_REQUIREMENT: [record]}

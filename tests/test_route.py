@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import itertools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from tests.support import (
     ROUTE_INPUT,
     by_resource_name,
     condition,
+    controller_reference,
     desired,
     examples,
     gateway_fetched,
@@ -879,6 +881,62 @@ def _record_saying(**data: str) -> dict[str, Any]:
     return record
 
 
+def _forged_record(owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """A record of the ready gateway's name that sends routes to an open Gateway, saying it serves."""
+    record = copy.deepcopy(gw_required(READY_GW)[SERVING_REQUIREMENT][0])
+    record["metadata"]["ownerReferences"] = owners
+    record["data"]["gateway"] = json.dumps({"name": "open", "namespace": "attacker", "listener": "http"})
+    return record
+
+
+FORGERIES = {
+    "a record with no owner": _forged_record([]),
+    "a record another InferenceGateway controls": _forged_record(
+        [controller_reference(READY_GW) | {"name": "open"}]
+    ),
+    "a record the gateway owns but does not control": _forged_record(
+        [controller_reference(READY_GW) | {"controller": False}]
+    ),
+}
+
+
+@pytest.mark.parametrize("forged", FORGERIES.values(), ids=FORGERIES.keys())
+def test_a_serving_record_its_gateway_did_not_write_never_decides_where_the_route_attaches(
+    forged: dict[str, Any],
+) -> None:
+    """Security fails closed: anyone who may write ConfigMaps in the gateway's namespace can write
+    one of the record's name. It is ignored: the route requires and reads the InferenceGateway."""
+    waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged]}))
+    assert GATEWAY_REQUIREMENT in waiting.requirements.resources
+    assert "attacker" not in json.dumps(desired(waiting))
+    assert set(desired(waiting)) == set(COMPOSED) | OBSERVER_ONLY, "what exists is kept while the gateway is fetched"
+    got = condition(waiting, "RoutingReady")
+    assert (got.status, got.message) == (
+        fnv1.STATUS_CONDITION_FALSE,
+        "waiting for Crossplane to fetch InferenceGateway platform/inference",
+    )
+    read = run(make_request(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}))
+    assert "attacker" not in json.dumps(desired(read))
+    assert desired(read) == desired(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))))
+    got = condition(read, "RoutingReady")
+    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+
+
+def test_the_gateway_s_own_record_is_read_without_requiring_the_gateway() -> None:
+    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
+    assert GATEWAY_REQUIREMENT not in rsp.requirements.resources
+
+
+def _gateways_record(data: dict[str, str]) -> dict[str, Any]:
+    """A serving record with this data, controlled by the ready gateway as Crossplane makes it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"ownerReferences": [controller_reference(READY_GW)]},
+        "data": data,
+    }
+
+
 @pytest.mark.parametrize(
     ("required", "words"),
     [
@@ -895,7 +953,7 @@ def _record_saying(**data: str) -> dict[str, Any]:
         (
             {
                 SERVING_REQUIREMENT: [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "{not json"}}
+                    _gateways_record({"gateway": "{not json"})
                 ]
             },
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
@@ -904,17 +962,17 @@ def _record_saying(**data: str) -> dict[str, Any]:
             # Nested deeper than Python's JSON reader goes: unreadable, not a crash.
             {
                 SERVING_REQUIREMENT: [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "[" * 100_000}}
+                    _gateways_record({"gateway": "[" * 100_000})
                 ]
             },
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
         (
-            {SERVING_REQUIREMENT: [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"ready": "True"}}]},
+            {SERVING_REQUIREMENT: [_gateways_record({"ready": "True"})]},
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
         (
-            {SERVING_REQUIREMENT: [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"gateway": "{}"}}]},
+            {SERVING_REQUIREMENT: [_gateways_record({"gateway": "{}"})]},
             "InferenceGateway platform/inference has not published status.gateway",
         ),
         (

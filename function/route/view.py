@@ -4,7 +4,8 @@ The serving record (function/serving_record.py) is what a route requires: it
 changes only when what the route decides from changes. A gateway composed by
 a version before the record has none until its next reconcile; then, and
 only then, the route requires the InferenceGateway too and reads it directly,
-so an upgrade never turns a serving route False.
+so an upgrade never turns a serving route False. So it does when the record
+is not controlled by that InferenceGateway: such a record is never trusted.
 """
 
 from __future__ import annotations
@@ -86,18 +87,28 @@ def gateway_requirements(
         api_version="v1", kind="ConfigMap", name=serving_record.record_name(ref.name), namespace=ref.namespace
     )
     wanted = {SERVING_REQUIREMENT: record}
-    if SERVING_REQUIREMENT in required and not required[SERVING_REQUIREMENT]:
+    if SERVING_REQUIREMENT in required and _trusted_record(required, ref) is None:
         wanted[GATEWAY_REQUIREMENT] = ref
     return wanted
+
+
+def _trusted_record(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement
+) -> Mapping[str, Any] | None:
+    """The fetched serving record if its gateway wrote it; None if absent or another's (fail closed)."""
+    for record in required.get(SERVING_REQUIREMENT, ()):
+        if serving_record.controlled_by(record, ref.api_version, ref.kind, ref.name):
+            return record
+    return None
 
 
 def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement) -> GatewayView:
     where = f"{ref.kind} {ref.namespace}/{ref.name}"
     if SERVING_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch the serving record of {where}")
-    records = required[SERVING_REQUIREMENT]
-    if records:
-        gw = serving_record.as_gateway(records[0])
+    record = _trusted_record(required, ref)
+    if record is not None:
+        gw = serving_record.as_gateway(record)
         if gw is None:
             name = serving_record.record_name(ref.name)
             return GatewayView(
@@ -105,7 +116,8 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
             )
         return _view(gw, where)
     # No record: a gateway an older version composed (until its next
-    # reconcile), or no gateway at all. Read the InferenceGateway itself.
+    # reconcile), or no gateway at all; or a record its gateway did not write,
+    # never trusted (serving_record.controlled_by). Read the InferenceGateway itself.
     if GATEWAY_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
     items = required[GATEWAY_REQUIREMENT]

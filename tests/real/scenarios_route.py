@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from function import naming
+from function import naming, serving_record
 from function import route as composer
 from function.api import Input, ModelRouteSpec
 from function.objects import Target
@@ -75,7 +75,16 @@ def model_route(env: Env, r: Report) -> None:
             )
             accepted.append(ts(condition(obj, "Accepted")["lastTransitionTime"]))
     r.lags.append(routing_at - max([gateway_at, *accepted]))
+    # The route trusts a serving record only if its gateway controls it (fail closed): Crossplane
+    # must write that controller reference, or every route would read the InferenceGateway instead.
+    name = serving_record.record_name(GATEWAY[1])
+    record = env.kube.get("v1", "ConfigMap", name, GATEWAY[0])
+    assert record is not None, f"no serving record {GATEWAY[0]}/{name}"
+    assert serving_record.controlled_by(record, XR_API, "InferenceGateway", GATEWAY[1]), (
+        f"the serving record's owners are {record['metadata'].get('ownerReferences')}"
+    )
     r.notes.append(f"{len(accepted)} route and backend objects Accepted by Envoy AI Gateway")
+    r.notes.append("its serving record controlled by its InferenceGateway")
 
 
 def remove_backend(env: Env, r: Report) -> None:

@@ -34,6 +34,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from tests.cel_eval import eval_reference
 from tests.cel_eval import ready as ready_of
 from tests.sim.world import Key, World
+from tests.support import controller_reference
 
 # The SDK's default response TTL, when a response sets none.
 XR_TTL_SECONDS = 60
@@ -323,6 +324,8 @@ class Crossplane:
             body = _ints(raw)
             # Crossplane puts a namespaced XR's composed resources in its namespace.
             body["metadata"]["namespace"] = xr.body["metadata"]["namespace"]
+            # And makes the XR their controller (what a route checks of a serving record).
+            body["metadata"]["ownerReferences"] = [controller_reference(xr.body)]
             if body["kind"] != "Object":
                 key = (body["kind"], body["metadata"]["namespace"], body["metadata"]["name"])
                 self.world.put(key, body)
