@@ -17,6 +17,15 @@ export CRD_DIR
 SHARED_DIR ?= $(abspath ../shared)
 export SHARED_DIR
 
+# Installs a target's extras (space-separated) into the venv. `.ci/run` installs them all once and
+# then sets INSTALL_EXTRAS=no: it runs `make mutation` beside the real-component
+# stages, and two pip runs must never share one venv.
+INSTALL_EXTRAS ?= yes
+comma := ,
+empty :=
+space := $(empty) $(empty)
+extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
+
 .PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation
 
 # Every upstream version, in the one pin file the harness and the kind suite
@@ -106,7 +115,7 @@ simulate: $(STAMP)
 
 # The kind integration run: needs Docker, kind, kubectl, helm and the crossplane CLI.
 e2e: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e]'
+	$(call extras,e2e)
 	PATH="$(CURDIR)/$(BIN):$$PATH" e2e/run.sh
 
 # Latency, throughput, cold start and RSS against an SDK floor (not part of `make test`).
@@ -142,7 +151,7 @@ packages: $(STAMP)
 # pyproject.toml); prints `mutation: K of N mutants killed (S%)` and lists
 # survivors not argued equivalent in tests/equivalent_mutants.txt.
 mutation: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[mutation]'
+	$(call extras,mutation)
 	rm -rf mutants
 	CRD_DIR=$(abspath $(CRD_DIR)) $(BIN)/python -m tools.mutation
 
@@ -152,7 +161,7 @@ release-refs: $(STAMP)
 	$(BIN)/python -m tools.release --registry "$(REGISTRY)" --version "$(VERSION)"
 
 integration: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	$(call extras,e2e traffic)
 	$(BIN)/python -m tests.real.integration
 
 # The oldest stack supported (versions.env: Crossplane, provider-kubernetes and
@@ -162,7 +171,7 @@ integration: $(STAMP)
 # Gateway upgraded in place to the newest release.
 OLDEST_SCENARIOS := new_gateway,model_route,route_follows_gateway,observer_ablation,last_route_removed,ai_gateway_upgraded
 integration-oldest: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	$(call extras,e2e traffic)
 	FGR_STACK=oldest FGR_SCENARIOS=$(OLDEST_SCENARIOS) $(BIN)/python -m tests.real.integration
 
 # Issue #32: ROUTES ModelRoutes on one gateway through an Envoy rollout; fails
@@ -173,14 +182,14 @@ integration-oldest: $(STAMP)
 ROUTES ?= 100
 OBSERVE_GATEWAY ?= 0
 scale: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	$(call extras,e2e traffic)
 	FGR_OBSERVE_GATEWAY=$(OBSERVE_GATEWAY) FGR_ROUTES=$(ROUTES) FGR_SCENARIOS=new_gateway,model_route,rollout_at_scale $(BIN)/python -m tests.real.integration
 
 # Issue #28: each component killed (or hung) in the middle of a rollout, a
 # route being added or traffic, then back: nothing lost, no lying second,
 # recovery timed (the list: FAULTS in tests/real/scenarios_faults.py).
 faults: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[e2e,traffic]'
+	$(call extras,e2e traffic)
 	FGR_SCENARIOS=new_gateway,model_route,faults $(BIN)/python -m tests.real.integration
 
 # Requests through a real Envoy configured from what the function renders:
@@ -189,5 +198,5 @@ faults: $(STAMP)
 # providers on loopback. Needs root (Envoy binds the Gateway's port 80) and
 # Go 1.26; ends with one `traffic:` line.
 traffic: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[traffic]'
+	$(call extras,traffic)
 	$(BIN)/python -m tests.real.traffic

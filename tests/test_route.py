@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-import json
 import itertools
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -909,13 +909,19 @@ def test_a_serving_record_its_gateway_did_not_write_never_decides_where_the_rout
     waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged]}))
     assert GATEWAY_REQUIREMENT in waiting.requirements.resources
     assert "attacker" not in json.dumps(desired(waiting))
-    assert set(desired(waiting)) == set(COMPOSED) | OBSERVER_ONLY, "what exists is kept while the gateway is fetched"
+    assert set(desired(waiting)) == set(COMPOSED) | OBSERVER_ONLY, (
+        "what exists is kept while the gateway is fetched"
+    )
     got = condition(waiting, "RoutingReady")
     assert (got.status, got.message) == (
         fnv1.STATUS_CONDITION_FALSE,
         "waiting for Crossplane to fetch InferenceGateway platform/inference",
     )
-    read = run(make_request(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}))
+    read = run(
+        make_request(
+            XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}
+        )
+    )
     assert "attacker" not in json.dumps(desired(read))
     assert desired(read) == desired(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))))
     got = condition(read, "RoutingReady")
@@ -951,20 +957,12 @@ def _gateways_record(data: dict[str, str]) -> dict[str, Any]:
             "InferenceGateway platform/inference has not published status.gateway",
         ),
         (
-            {
-                SERVING_REQUIREMENT: [
-                    _gateways_record({"gateway": "{not json"})
-                ]
-            },
+            {SERVING_REQUIREMENT: [_gateways_record({"gateway": "{not json"})]},
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
         (
             # Nested deeper than Python's JSON reader goes: unreadable, not a crash.
-            {
-                SERVING_REQUIREMENT: [
-                    _gateways_record({"gateway": "[" * 100_000})
-                ]
-            },
+            {SERVING_REQUIREMENT: [_gateways_record({"gateway": "[" * 100_000})]},
             "the serving record of InferenceGateway platform/inference (ConfigMap platform/inference-serving-",
         ),
         (

@@ -30,7 +30,10 @@ def _changed(**changes: Any) -> dict[str, Any]:
         (_owned_by(CROSSPLANE_S), True),
         (_owned_by(_changed(apiVersion="ai.example.org/v1beta1")), True),
         (_owned_by({"apiVersion": "v1", "kind": "Namespace", "name": "x", "uid": "u"}, CROSSPLANE_S), True),
-        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inference-serving-7229af9e"}}, False),
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inference-serving-7229af9e"}},
+            False,
+        ),
         ({"apiVersion": "v1", "kind": "ConfigMap"}, False),
         ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "inference"}, False),
         (_owned_by(), False),
@@ -68,4 +71,7 @@ def _changed(**changes: Any) -> dict[str, Any]:
 def test_a_record_is_trusted_only_when_its_controller_is_the_named_gateway(
     record: dict[str, Any], trusted: bool
 ) -> None:
-    assert serving_record.controlled_by(record, "ai.example.org/v1alpha1", "InferenceGateway", "inference") is trusted
+    assert (
+        serving_record.controlled_by(record, "ai.example.org/v1alpha1", "InferenceGateway", "inference")
+        is trusted
+    )
