@@ -95,8 +95,11 @@ def gateway_requirements(
 def _trusted_record(
     required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requirement
 ) -> Mapping[str, Any] | None:
-    """The fetched serving record if its gateway wrote it; None if absent or another's (fail closed)."""
-    for record in required.get(SERVING_REQUIREMENT, ()):
+    """The fetched serving record if its gateway wrote it; None if absent or another's (fail closed).
+
+    Only once Crossplane has fetched the record (SERVING_REQUIREMENT in required).
+    """
+    for record in required[SERVING_REQUIREMENT]:
         if serving_record.controlled_by(record, ref.api_version, ref.kind, ref.name):
             return record
     return None
