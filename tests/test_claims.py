@@ -11,6 +11,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import claims
 from function.conditions import RoutingReason
+from tests.route_support import READY_GW, XR, gw_required
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
@@ -20,7 +21,6 @@ from tests.support import (
     make_request,
     run,
 )
-from tests.test_route import READY_GW, XR, gw_required
 
 COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
 # The example route's Object, as its composition names it.

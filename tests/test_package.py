@@ -13,9 +13,9 @@ from pydantic import BaseModel
 
 from function import api
 from function.api import Input
-from tests import test_gateway, test_route
+from tests import route_support, test_gateway
 from tests.real import versions
-from tests.support import ROOT, load_yaml, make_request, run
+from tests.support import ROOT, ROUTE_INPUT, load_yaml, make_request, run
 from tools import release, schemas
 
 PACKAGE = ROOT / "package"
@@ -142,7 +142,7 @@ def _emitted_targets() -> set[tuple[str, str, str, bool]]:
         make_request(c.xr, test_gateway.GATEWAY_INPUT, c.observed) for c in test_gateway.COMPOSE_CASES
     ]
     requests += [
-        make_request(test_route.XR, test_route.ROUTE_INPUT, {}, test_route.gw_required(test_route.READY_GW))
+        make_request(route_support.XR, ROUTE_INPUT, {}, route_support.gw_required(route_support.READY_GW))
     ]
     for req in requests:
         for item in run(req).desired.resources.values():

@@ -27,6 +27,7 @@ from function.cel import (
 )
 from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.cel_eval import eval_reference
+from tests.route_support import ALL_NAMES
 from tests.support import (
     EXAMPLES,
     as_production_json,
@@ -38,7 +39,6 @@ from tests.support import (
 )
 from tests.test_examples import EXAMPLE_LIST, Example
 from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
-from tests.test_route import ALL_NAMES
 
 # Everything an InferenceGateway composes (the test of the gateway composer states it).
 GATEWAY = GATEWAY_NAMES

@@ -16,7 +16,7 @@ from typing import Any
 from crossplane.function import resource
 
 from tests.k8s_schema import ROOT, Registry, Report, crd_dir, validate_object
-from tests.support import load_yaml, make_request, run
+from tests.support import ROUTE_INPUT, load_yaml, make_request, run
 
 EXAMPLES = ROOT / "examples"
 CONFIGURATION = EXAMPLES / "configuration"
@@ -60,7 +60,7 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
             if doc.get("kind") == "Object" or (doc.get("apiVersion"), doc.get("kind")) == ("v1", "ConfigMap"):
                 yield f"{file.relative_to(ROOT)}:{doc['metadata']['name']}", doc
     # Imported here: the case tables live with their tests.
-    from tests import test_gateway, test_route  # noqa: PLC0415
+    from tests import route_support, test_gateway, test_route  # noqa: PLC0415
 
     for case in test_gateway.COMPOSE_CASES:
         rsp = run(make_request(case.xr, test_gateway.GATEWAY_INPUT, case.observed))
@@ -72,7 +72,7 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
         for name, obj in test_gateway.gateway.build_objects(plan).items():
             yield f"builder case {bcase.name!r}:{name}", obj
     for rcase in test_route.CASES:
-        rsp = run(make_request(test_route.XR, test_route.ROUTE_INPUT, rcase.observed, rcase.required))
+        rsp = run(make_request(route_support.XR, ROUTE_INPUT, rcase.observed, rcase.required))
         for name, item in sorted(rsp.desired.resources.items()):
             yield f"route case {rcase.name!r}:{name}", resource.struct_to_dict(item.resource)
 

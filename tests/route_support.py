@@ -1,0 +1,101 @@
+"""What the ModelRoute tests share: the example route, its gateway in each state, its composed resources."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
+from tests.support import (
+    EXAMPLES,
+    by_resource_name,
+    gateway_fetched,
+    load_yaml,
+)
+
+XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
+READY_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
+READY_AUTH_GW = load_yaml(EXAMPLES / "model-route" / "required" / "ready-auth" / "inference-gateway.yaml")[0]
+ROLLING_GW = load_yaml(EXAMPLES / "model-route" / "required" / "rolling-out" / "inference-gateway.yaml")[0]
+COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
+# The gateway observer is composed from the gatewayRef alone, on every call.
+OBSERVER_ONLY = {"gateway-observer"}
+ALL_NAMES = OBSERVER_ONLY | {
+    "route",
+    "backend-vllm",
+    "service-backend-vllm",
+    "backend-hosted",
+    "service-backend-hosted",
+    "security-policy-hosted",
+    "traffic-policy",
+}
+
+NOT_FETCHED: dict[str, list[dict[str, Any]]] = {}
+# No serving record and no InferenceGateway (the record looked for, then the XR).
+ABSENT: dict[str, list[dict[str, Any]]] = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: []}
+
+
+def gw_required(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return gateway_fetched(gw)
+
+
+def without_status_gateway(gw: dict[str, Any]) -> dict[str, Any]:
+    gw = copy.deepcopy(gw)
+    del gw["status"]["gateway"]
+    return gw
+
+
+def unaccepted(observed: dict[str, dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
+    observed = copy.deepcopy(observed)
+    observed[name]["status"]["conditions"][0]["status"] = "False"
+    return observed
+
+
+GATEWAY_STATES = {
+    "the gateway is ready": gw_required(READY_GW),
+    "the gateway is rolling out": gw_required(ROLLING_GW),
+    "the gateway is absent": ABSENT,
+    "the gateway was not fetched yet": NOT_FETCHED,
+    "the gateway has not published where to attach": gw_required(without_status_gateway(READY_GW)),
+}
+
+
+def xr_saying(status: str, reason: str, message: str) -> dict[str, Any]:
+    """The route XR with the RoutingReady a previous call wrote."""
+    xr = copy.deepcopy(XR)
+    xr["status"] = {
+        "conditions": [
+            {
+                "type": "RoutingReady",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-11-29T12:00:00Z",
+            },
+            # Not what this call would decide (every composed backend serves), so
+            # repeating it is seen to come from the XR.
+            {"type": "BackendsServing", "status": "True", "reason": "Degraded", "message": "1 of 2 serve"},
+        ]
+    }
+    return xr
+
+
+def backend_of_schema(schema: str, **auth: Any) -> dict[str, Any]:
+    """A hosted backend of this API schema, with these auth fields."""
+    return {
+        "name": "b",
+        "endpoint": {"hostname": "api.example.com", "port": 443},
+        # Azure OpenAI needs its api-version; the other schemas take none.
+        "schema": {"name": schema} | ({"version": "2025-01-01-preview"} if schema == "AzureOpenAI" else {}),
+        **auth,
+    }
+
+
+def target_name(obj: dict[str, Any]) -> str:
+    """The name of the object an Object manages."""
+    return str(obj["spec"]["forProvider"]["manifest"]["metadata"]["name"])
+
+
+def with_exemption() -> dict[str, dict[str, Any]]:
+    """The composed route plus the exemption Object an older version composed, Ready."""
+    return copy.deepcopy(COMPOSED) | {"auth-exemption": copy.deepcopy(COMPOSED["route"])}
