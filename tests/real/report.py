@@ -29,6 +29,8 @@ class Report:
     fault: bool = False
     recovery: float | None = None
     lost: int = 0
+    # DELETE requests on Objects the API server served during the fault.
+    deletes: int = 0
     # Seconds a request failed while a condition said it serves and its reporter was down.
     stale_down: int = 0
     # A line of its own the run prints after the scenario's (make scale's `scale:` line).
@@ -111,7 +113,8 @@ def faults_line(faults: list[Report], wanted: int, lying: int) -> str:
     )
     return (
         f"faults: {sum(r.ok for r in faults)} of {wanted} faults survived on {versions_line()}; "
-        f"composed resources lost {sum(r.lost for r in faults)}; lying seconds {lying}; "
+        f"composed resources lost {sum(r.lost for r in faults)} "
+        f"({sum(r.deletes for r in faults)} DELETE requests on Objects); lying seconds {lying}; "
         f"stale while the reporter was down max {max((r.stale_down for r in faults), default=0)} s; {recovery}"
     )
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.real.costs import answered
+from tests.real.costs import answered, request_totals
 from tests.real.crossplane import FUNCTION_REPLICA_IPS, FUNCTION_REVISION, FUNCTION_SERVICE
 from tests.real.harness import (
     CONVERGE_S,
@@ -74,6 +74,16 @@ BURST_EVERY_S = 0.05
 # The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in the pod.
 POD_LISTENER = 10080
 
+# Crossplane v2.4.0 bounds a whole XR reconcile, the function calls in it
+# included, by 2 minutes (`timeout` in
+# internal/controller/apiextensions/composite/reconciler.go); v2.2.1 the same.
+# A function hung longer than that fails the reconcile: the XR's Synced turns
+# False, what a platform team alerts on (docs/operations.md).
+CROSSPLANE_RECONCILE_TIMEOUT_S = 120.0
+# How long the function hangs past it: the reconcile the fault's rollout starts
+# begins a few seconds into the hang, and its failure must be written by the end.
+PAST_TIMEOUT_S = CROSSPLANE_RECONCILE_TIMEOUT_S + 25.0
+
 # A fault's ModelRoute, added while the component is down.
 FAULT_ROUTE = (ROUTE[0], "fault")
 
@@ -86,6 +96,8 @@ class Fault:
     how: str  # "kill" (SIGKILL, then started again) or "hang" (SIGSTOP, then SIGCONT)
     down_s: float  # a pod's container: 0, the data plane starts it again as the kubelet would
     during: str  # "rollout", "route added" or "traffic"
+    # Down past Crossplane's reconcile timeout: the XRs must say Synced=False before it is back.
+    past_timeout: bool = False
 
 
 def _composed(env: Env) -> dict[str, str]:
@@ -95,6 +107,41 @@ def _composed(env: Env) -> dict[str, str]:
         for o in env.kube.list(OBJECT_API, "Object")
         if not o["metadata"].get("deletionTimestamp")
     }
+
+
+def _object_deletes(env: Env) -> int:
+    """DELETE requests on Objects the API server has served since it started (its own counter)."""
+    return request_totals(env.kube.raw("/metrics"))["DELETE objects"]
+
+
+def _deletes_since(env: Env, fault: Fault, before: int) -> int:
+    """DELETE requests on Objects since `before` was read; after an API server restart its counter
+    starts again at 0, and nothing can be deleted while it is down, so its count since it came back."""
+    now = _object_deletes(env)
+    return now if fault.component == "kube-apiserver" else now - before
+
+
+def _synced_false(env: Env) -> list[str]:
+    """The XRs whose Synced condition says False, each with its reason and message."""
+    found = []
+    for xr in (env.gateway(), *env.kube.list(XR_API, "ModelRoute")):
+        synced = condition(xr, "Synced") if xr is not None else {}
+        if synced.get("status") == "False":
+            name = f"{xr['kind']} {xr['metadata']['name']}"  # type: ignore[index]
+            found.append(f"{name}: {synced.get('reason')}: {str(synced.get('message'))[:120]}")
+    return found
+
+
+def _say_unsynced(env: Env, r: Report, fault: Fault) -> None:
+    """Down past Crossplane's reconcile timeout: some XR must say Synced=False by now."""
+    if not fault.past_timeout:
+        return
+    unsynced = _synced_false(env)
+    assert unsynced, (
+        f"{fault.component} down {fault.down_s:.0f} s, past Crossplane's "
+        f"{CROSSPLANE_RECONCILE_TIMEOUT_S:.0f} s reconcile timeout, and no XR says Synced=False"
+    )
+    r.notes.append(f"Synced=False before it came back: {unsynced[0]}")
 
 
 def _start_rollout(env: Env) -> None:
@@ -193,9 +240,10 @@ def _in_flight(env: Env, fault: Fault) -> None:
 def _survive(env: Env, r: Report, fault: Fault) -> None:
     wait("every XR serving before the fault", lambda: _serving(env), CONVERGE_S)
     before = _settled(env)
+    deletes = _object_deletes(env)
     if fault.component.startswith("pod/"):
         _survive_in_pod(env, r, fault.component.removeprefix("pod/"))
-        _check_kept(env, r, before)
+        _check_kept(env, r, before, _deletes_since(env, fault, deletes))
         return
     proc = env.sup.find(fault.component)
     template = _settled_template(env) if fault.during == "rollout" else None
@@ -214,6 +262,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
                 if fault.component not in API:
                     _in_flight(env, fault)
                 time.sleep(fault.down_s)
+                _say_unsynced(env, r, fault)
                 # The calls answered by the component's return (none while the function is down).
                 answered = _calls(env.sup.find("function"))
             finally:
@@ -241,6 +290,8 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             with contextlib.suppress(Exception):
                 env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
         raise
+    # Counted before the fault's own route is deleted on purpose.
+    deleted = _deletes_since(env, fault, deletes)
     if fault.during == "route added":
         env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
         wait(
@@ -248,15 +299,21 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             lambda: env.kube.get(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0]) is None,
             CONVERGE_S,
         )
-    _check_kept(env, r, before)
+    _check_kept(env, r, before, deleted)
 
 
-def _check_kept(env: Env, r: Report, before: dict[str, str]) -> None:
+def _check_kept(env: Env, r: Report, before: dict[str, str], deleted: int) -> None:
+    """Every Object from before the fault still there with its UID, and no DELETE of an Object meanwhile
+    (the API server's count: one refused or undone would leave the UIDs alone)."""
     after = _composed(env)
     lost = sorted(n for n, uid in before.items() if after.get(n) != uid)
     r.lost = len(lost)
-    r.notes.append(f"{len(before)} composed Objects before, lost {len(lost)}")
+    r.deletes = deleted
+    r.notes.append(
+        f"{len(before)} composed Objects before, lost {len(lost)}, DELETE requests on Objects {deleted}"
+    )
     assert not lost, f"composed Objects lost or re-created: {lost}"
+    assert not deleted, f"{deleted} DELETE requests on Objects during the fault"
 
 
 def _survive_in_pod(env: Env, r: Report, container: str) -> None:
@@ -408,6 +465,7 @@ def function_replica_killed(env: Env, r: Report) -> None:
     r.fault = True
     wait("every XR serving before the fault", lambda: _serving(env), CONVERGE_S)
     before = _settled(env)
+    deletes = _object_deletes(env)
     single = env.sup.find("function")
     alone = _endpoint(env)
     replicas, port = _replicas(env, single)
@@ -449,7 +507,7 @@ def function_replica_killed(env: Env, r: Report) -> None:
         for proc in (env.sup.find(p.name) for p in replicas):
             env.sup.stop(proc)
     wait("every XR serving on one replica again", lambda: _serving(env), CONVERGE_S)
-    _check_kept(env, r, before)
+    _check_kept(env, r, before, _object_deletes(env) - deletes)
 
 
 def function_down_while_a_model_stops(env: Env, r: Report) -> None:
@@ -481,6 +539,7 @@ def function_down_while_a_model_stops(env: Env, r: Report) -> None:
     )
     wait("every XR serving", lambda: _serving(env), CONVERGE_S)
     before = _settled(env)
+    deletes = _object_deletes(env)
     proc = env.sup.find("function")
 
     def scale(replicas: int) -> None:
@@ -514,12 +573,15 @@ def function_down_while_a_model_stops(env: Env, r: Report) -> None:
         f"the function down {STALE_DOWN_S:.0f} s while the model's server went to zero: RoutingReady True "
         f"(stale) for {stale:.0f} s, False {r.recovery:.0f} s after the function came back"
     )
-    _check_kept(env, r, before)
+    _check_kept(env, r, before, _object_deletes(env) - deletes)
 
 
 FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("function_killed", Fault("function", "kill", 20, "rollout")),
     _scenario("function_hung", Fault("function", "hang", 30, "rollout")),
+    _scenario(
+        "function_hung_past_timeout", Fault("function", "hang", PAST_TIMEOUT_S, "rollout", past_timeout=True)
+    ),
     function_replica_killed,
     function_down_while_a_model_stops,
     _scenario("crossplane_killed", Fault("crossplane", "kill", OUTAGE_S, "route added")),
