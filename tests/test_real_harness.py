@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -835,3 +836,31 @@ def test_a_claim_skips_blocks_in_use_and_held_and_takes_back_a_dead_runs(
     network.release_block(213, 7)
     assert not (tmp_path / "10.213.7").exists()
     assert (tmp_path / "10.213.6").exists()
+
+
+ORPHAN_CASES = [
+    ("processes whose parent is init are orphans", {10: 1, 11: 1}, True),
+    ("a process and the children it started, its parent init, are orphans", {10: 1, 11: 10, 12: 11}, True),
+    ("a process gone since it was listed counts as no owner", {10: 0}, True),
+    ("a process a live run outside started is owned", {10: 4242}, False),
+    ("one owned process among orphans keeps the namespace", {10: 1, 11: 4242}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "parents", "want"), ORPHAN_CASES, ids=[c[0] for c in ORPHAN_CASES])
+def test_a_dead_runs_namespace_is_reaped_only_when_nothing_alive_owns_its_processes(
+    name: str, parents: dict[int, int], want: bool
+) -> None:
+    assert network.orphaned(parents) is want, name
+
+
+def test_a_process_s_parent_is_read_from_proc_even_with_a_parenthesis_in_its_name(tmp_path: Path) -> None:
+    named = tmp_path / "sl) 1 (x"
+    named.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    proc = subprocess.Popen([str(named), "30"])
+    gone = _dead_pid()
+    try:
+        assert network._parents([proc.pid, gone]) == {proc.pid: os.getpid(), gone: 0}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -21,11 +21,13 @@ and the namespaces of runs that are gone are removed first (`reap`).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import ipaddress
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,15 +86,43 @@ def reap() -> list[str]:
         m = _NAMESPACE.match(name)
         if not m or int(m.group(1)) in live_tags:
             continue
-        # A namespace with a process in it belongs to something alive; leave it.
-        pids = subprocess.run(
-            ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
-        ).stdout
-        if pids.strip():
+        pids = [
+            int(p)
+            for p in subprocess.run(
+                ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
+            ).stdout.split()
+        ]
+        # Processes a run started outlive its SIGKILL (each runs in a session of its
+        # own) and keep its namespace. Orphans are killed; a namespace with a process
+        # some live parent still owns belongs to something alive, and is left.
+        if pids and not orphaned(_parents(pids)):
             continue
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         reaped.append(name)
     return reaped
+
+
+def orphaned(parents: dict[int, int]) -> bool:
+    """Whether processes (PID -> parent PID) belong to no live process outside them: each one's
+    parent is init (1), gone (0: its /proc entry was unreadable), or one of them."""
+    return all(parent in {0, 1} or parent in parents for parent in parents.values())
+
+
+def _parents(pids: list[int]) -> dict[int, int]:
+    """PID -> parent PID, from /proc/<pid>/stat (0 for a process gone since it was listed)."""
+    out = {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            out[pid] = 0
+            continue
+        # The command may hold spaces and parentheses: the fields after its last ")".
+        out[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+    return out
 
 
 def _host_routes() -> str:
