@@ -554,13 +554,15 @@ FAULT_LINE_CASES = [
             Report("b", ok=True, fault=True, recovery=9.0),
         ],
         "faults: 2 of 2 faults survived on",
-        "composed resources lost 0; lying seconds 0; stale while the reporter was down max 2 s; recovery p50 6 s, max 9 s",
+        "composed resources lost 0 (0 DELETE requests on Objects); lying seconds 0; "
+        "stale while the reporter was down max 2 s; recovery p50 6 s, max 9 s",
     ),
     (
         "a fault that lost an Object is not survived and says how many",
-        [Report("a", ok=False, fault=True, recovery=None, lost=3)],
+        [Report("a", ok=False, fault=True, recovery=None, lost=3, deletes=3)],
         "faults: 0 of 2 faults survived on",
-        "composed resources lost 3; lying seconds 0; stale while the reporter was down max 0 s; recovery not measured",
+        "composed resources lost 3 (3 DELETE requests on Objects); lying seconds 0; "
+        "stale while the reporter was down max 0 s; recovery not measured",
     ),
 ]
 
@@ -864,3 +866,22 @@ def test_a_process_s_parent_is_read_from_proc_even_with_a_parenthesis_in_its_nam
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_dead_runs_processes_are_orphans_and_a_live_runs_are_not() -> None:
+    processes = {
+        10: (1, "/cache/etcd-v3.6.16/etcd /cache/etcd-v3.6.16/etcd --data-dir=/tmp/fgr-integration-abc/etcd"),
+        11: (
+            1,
+            "/venv/bin/python3.11 /venv/bin/python -m function --tls-server-certs-dir /tmp/fgr-integration-a/t",
+        ),
+        12: (1, "/cache/crossplane-core-v2.4.0/crossplane crossplane core start --debug"),
+        13: (
+            4242,
+            "/cache/kube-apiserver-v1.35.4/kube-apiserver kube-apiserver --cert-dir=/tmp/fgr-integration-d/p",
+        ),
+        14: (1, "/usr/sbin/sshd /usr/sbin/sshd -D"),
+        15: (1, "/usr/bin/etcd /usr/bin/etcd --data-dir=/var/lib/etcd"),
+        16: (1, "/cache-other/x /cache-other/x"),
+    }
+    assert network.orphans(processes, "/cache") == [10, 11, 12]

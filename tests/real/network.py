@@ -32,6 +32,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.real import toolchain
+
 # Which run holds which block: one file per block, holding the owner's PID and tag.
 CLAIMS = Path("/run/fgr-net")
 # Every namespace a run makes is named fgr<tag><letter>...
@@ -76,8 +78,43 @@ def reap_claims() -> set[int]:
     return live_tags
 
 
+# Every run works in a folder of this prefix (tests/real/integration.py); its processes name it.
+RUN_DIR_PREFIX = "fgr-integration-"
+
+
+def orphans(processes: dict[int, tuple[int, str]], cache: str) -> list[int]:
+    """PIDs of a dead run's processes, from PID -> (parent PID, executable and command line):
+    adopted by init, and an upstream binary the harness built into `cache` or naming a run's
+    folder. A live run's processes are the harness's children."""
+    return sorted(
+        pid
+        for pid, (parent, command) in processes.items()
+        if parent == 1 and (command.startswith(cache + "/") or RUN_DIR_PREFIX in command)
+    )
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """PID -> (parent PID, "<executable> <command line>") of every process readable here."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            exe = os.readlink(entry / "exe")
+        except OSError:
+            continue  # gone since the listing, or a kernel thread
+        out[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), f"{exe} {cmdline}")
+    return out
+
+
 def reap() -> list[str]:
-    """Remove what runs that are gone left behind: their claims and their namespaces (a veth goes with its peer)."""
+    """Remove what runs that are gone left behind: their processes (which outlive a SIGKILL of the
+    harness, each in a session of its own), their claims and their namespaces (a veth goes with its peer)."""
+    for pid in orphans(_processes(), str(toolchain.cache_root())):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     live_tags = reap_claims()
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     reaped = []

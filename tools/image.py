@@ -1,0 +1,396 @@
+"""`make image`: the function's runtime image, built without a Docker engine, then run and used.
+
+The Dockerfile's two stages, from Debian 12's own packages when the upstream
+base images cannot be pulled (these machines reach Debian's archive, not a
+container registry):
+
+- build: a minimal Debian 12 root (mmdebstrap's `minbase`, debian:12-slim's
+  equivalent) with python3.11-venv, where `/venv` is made and the function's
+  wheel installed, from wheels downloaded on the host at the versions the
+  project's venv runs (`pip freeze`), so no network is needed inside;
+- runtime: the distroless idea, made the same way: only the packages
+  python3.11 needs, unpacked (`extract`: no maintainer script runs), then the
+  package tools removed, so there is no shell, no dpkg, no tar; a `nonroot`
+  user (65532, as distroless); `/venv` copied in from the build stage, so
+  build and runtime share one interpreter, Debian's 3.11.
+
+The image is written as an OCI archive by this module, not by buildah: one
+layer, its entries sorted, owners and modes kept, every mtime clamped to
+SOURCE_DATE_EPOCH (the commit's time), gzip without a timestamp. So one commit
+and one set of Debian packages give one digest; `make image` builds twice and
+says whether the digests agree, and if not, which files differ.
+
+Then it is run (podman, crun): serving mTLS with the layout Crossplane's
+function runtime mounts (TLS_SERVER_CERTS_DIR=/tls/server holding tls.crt,
+tls.key, ca.crt), it must answer a client with a certificate of that CA and
+refuse one without; run as uid 65532 with no shell to exec; and, started
+`--insecure`, every example rendered through it by the Crossplane CLI's
+Development runtime must equal the expected render. Ends with one line:
+`image: <digest> <size> MB (non-root, Python 3.11, no shell), reproducible: ...; ...`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "_output" / "image"
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+# What python3.11 and the wheels' native code (grpcio, cel-expr-python: C++) need at run time,
+# and nothing else (apt adds their dependencies).
+RUNTIME_PACKAGES = ("python3.11-minimal", "libpython3.11-stdlib", "libstdc++6")
+# debian:12-slim's equivalent, with the venv module.
+BUILD_PACKAGES = ("python3.11-venv",)
+# The package tools `extract` brings as dependencies, removed from the runtime:
+# with them goes every way to run a command but Python.
+REMOVED = (
+    "bin/tar",
+    "usr/bin/dpkg*",
+    "usr/bin/update-alternatives",
+    "usr/share/dpkg",
+    "etc/dpkg",
+    "var/lib/dpkg",
+)
+NONROOT = 65532
+PYTHON = "/usr/bin/python3.11"
+# The function runtime's mount point for its certificates (Crossplane's Deployment for a Function).
+TLS_DIR = "/tls/server"
+NAME = "function-gateway-readiness"
+
+
+def _run(cmd: list[str], **kwargs: object) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    if done.returncode != 0:
+        raise SystemExit(f"image: {' '.join(cmd[:3])} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return str(done.stdout)
+
+
+def source_date_epoch() -> int:
+    """The commit's time: every file in the image is dated no later than it."""
+    return int(_run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"]).strip())
+
+
+def wheels(into: Path) -> None:
+    """The function's wheel and every runtime dependency's, at the versions the project's venv runs."""
+    into.mkdir(parents=True)
+    python = sys.executable
+    _run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(into), str(ROOT)])
+    frozen = [
+        line
+        for line in _run([python, "-m", "pip", "freeze", "--exclude-editable"]).splitlines()
+        if "==" in line
+    ]
+    constraints = into.parent / "constraints.txt"
+    constraints.write_text("\n".join(frozen) + "\n")
+    (wheel,) = into.glob("*.whl")
+    _run(
+        [python, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(into),
+         "--constraint", str(constraints), str(wheel)]
+    )  # fmt: skip
+
+
+def debian_root(into: Path, variant: str, packages: tuple[str, ...], epoch: int) -> None:
+    _run(
+        ["mmdebstrap", "--quiet", f"--variant={variant}", f"--include={','.join(packages)}", SUITE, str(into), MIRROR],
+        env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
+    )  # fmt: skip
+
+
+def build_venv(build_root: Path, wheel_dir: Path, epoch: int) -> None:
+    """`/venv` inside the build root, installed offline from the downloaded wheels; its pip removed after."""
+    shutil.copytree(wheel_dir, build_root / "wheels")
+    env = {"PATH": "/usr/bin:/bin", "SOURCE_DATE_EPOCH": str(epoch), "PIP_NO_CACHE_DIR": "1"}
+    (wheel,) = (p.name for p in wheel_dir.glob("function_gateway_readiness-*.whl"))
+
+    def inside(*cmd: str) -> None:
+        _run([shutil.which("chroot") or "/usr/sbin/chroot", str(build_root), *cmd], env=env)
+
+    inside(PYTHON, "-m", "venv", "/venv")
+    inside("/venv/bin/pip", "install", "--quiet", "--no-index", "--find-links", "/wheels", f"/wheels/{wheel}")
+    inside("/venv/bin/pip", "uninstall", "--quiet", "--yes", "pip", "setuptools")
+
+
+def runtime_root(into: Path, build_root: Path, epoch: int) -> None:
+    debian_root(into, "extract", RUNTIME_PACKAGES, epoch)
+    for pattern in REMOVED:
+        for path in into.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    (into / "etc" / "passwd").write_text(
+        f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"
+    )
+    (into / "etc" / "group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\n")
+    (into / "home" / "nonroot").mkdir(parents=True, exist_ok=True)
+    os.chown(into / "home" / "nonroot", NONROOT, NONROOT)
+    (into / "tmp").chmod(0o1777)
+    shutil.copytree(build_root / "venv", into / "venv", symlinks=True)
+
+
+def _clamped(info: tarfile.TarInfo, epoch: int) -> tarfile.TarInfo:
+    info.mtime = min(int(info.mtime), epoch)
+    info.uname = info.gname = ""
+    return info
+
+
+def layer(root: Path, epoch: int) -> bytes:
+    """The root as one tar layer: entries sorted, owners and modes kept, mtimes clamped."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            rel = path.relative_to(root).as_posix()
+            info = _clamped(tar.gettarinfo(str(path), arcname=rel), epoch)
+            if info.isreg():
+                with path.open("rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+    return raw.getvalue()
+
+
+@dataclass(frozen=True)
+class Image:
+    archive: Path
+    digest: str
+    size_mb: float
+    layer_digest: str
+
+
+def oci_archive(root: Path, out: Path, epoch: int) -> Image:
+    """An OCI image layout, tarred (podman's `oci-archive:`), of one layer and its config."""
+    tar = layer(root, epoch)
+    diff_id = "sha256:" + hashlib.sha256(tar).hexdigest()
+    gz = gzip.compress(tar, compresslevel=9, mtime=0)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": created,
+        "config": {
+            "User": f"{NONROOT}:{NONROOT}",
+            # As the Dockerfile: Crossplane's function runtime sets TLS_SERVER_CERTS_DIR itself.
+            "Env": ["PATH=/venv/bin:/usr/bin"],
+            "Entrypoint": ["/venv/bin/python3.11", "-m", "function"],
+            "ExposedPorts": {"9443/tcp": {}},
+            "WorkingDir": "/home/nonroot",
+            "Labels": {
+                "org.opencontainers.image.source": "https://github.com/example/function-gateway-readiness"
+            },
+        },
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created": created, "created_by": "tools/image.py"}],
+    }
+    blobs: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> dict[str, object]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config_bytes)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **blob(gz)}],
+    }
+    manifest_bytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    described = blob(manifest_bytes)
+    index = {
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", **described}],
+    }
+    files = {
+        "oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
+        "index.json": json.dumps(index, sort_keys=True, separators=(",", ":")).encode(),
+        **{f"blobs/sha256/{d.removeprefix('sha256:')}": data for d, data in blobs.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as archive:
+        for name in ["blobs", "blobs/sha256", *sorted(files)]:
+            info = tarfile.TarInfo(name)
+            info.mtime = epoch
+            if name in files:
+                info.size = len(files[name])
+                archive.addfile(info, io.BytesIO(files[name]))
+            else:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                archive.addfile(info)
+    return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id)
+
+
+def build(workdir: Path, out: Path) -> tuple[Image, Path]:
+    """Both stages, then the archive; returns it and the runtime root (kept for a comparison)."""
+    epoch = source_date_epoch()
+    wheels(workdir / "wheels")
+    debian_root(workdir / "build", "minbase", BUILD_PACKAGES, epoch)
+    build_venv(workdir / "build", workdir / "wheels", epoch)
+    runtime_root(workdir / "runtime", workdir / "build", epoch)
+    return oci_archive(workdir / "runtime", out, epoch), workdir / "runtime"
+
+
+def differing(a: Path, b: Path) -> list[str]:
+    """Files of two roots whose content, mode or link differs (what made two digests differ)."""
+
+    def listing(root: Path) -> dict[str, str]:
+        out = {}
+        for path in root.rglob("*"):
+            st = path.lstat()
+            what = (
+                os.readlink(path)
+                if path.is_symlink()
+                else (hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir")
+            )
+            out[path.relative_to(root).as_posix()] = f"{st.st_mode:o} {st.st_uid} {what}"
+        return out
+
+    la, lb = listing(a), listing(b)
+    return sorted(k for k in la.keys() | lb.keys() if la.get(k) != lb.get(k))
+
+
+# --- run it ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# podman as root here: runc, because crun refuses this machine's hybrid cgroups;
+# limits under the machine's hard ones, which podman's defaults exceed.
+PODMAN = ["podman", "--runtime", "runc"]
+LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+
+
+@contextlib.contextmanager
+def running(image: Image, *args: str, options: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """The image run by podman on the host network; yields (container name, address)."""
+    port = _free_port()
+    name = f"fgr-image-{port}"
+    cmd = [*PODMAN, "run", "--detach", "--rm", "--name", name, "--network", "host", *LIMITS, *options]
+    _run([*cmd, f"oci-archive:{image.archive}", f"--address=127.0.0.1:{port}", *args])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        else:
+            logs = subprocess.run([*PODMAN, "logs", name], capture_output=True, text=True, check=False)
+            raise SystemExit(f"image: the container did not listen within 60 s: {logs.stdout}{logs.stderr}")
+        yield name, f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([*PODMAN, "stop", "--time", "10", name], capture_output=True, check=False)
+
+
+def _call(address: str, root: bytes, client: tuple[bytes, bytes] | None) -> str:
+    """One RunFunction over TLS: "served" or the gRPC status code's name."""
+    import grpc  # noqa: PLC0415 - the SDK's grpcio, only where a container is called
+    from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1  # noqa: PLC0415
+
+    from tests.support import EXAMPLES, load_yaml, make_request  # noqa: PLC0415
+
+    xr = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=root,
+        private_key=client[1] if client else None,
+        certificate_chain=client[0] if client else None,
+    )
+    with grpc.secure_channel(address, creds) as channel:
+        try:
+            rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(make_request(xr, None), timeout=10)
+        except grpc.RpcError as e:
+            return str(e.code().name)  # type: ignore[attr-defined]
+    return "served" if rsp.desired.resources else "served nothing"
+
+
+def check_mtls(image: Image, work: Path) -> list[str]:
+    """Served over mTLS from the certificates Crossplane mounts; as uid 65532; no shell to exec."""
+    from tests.pki import CA  # noqa: PLC0415 - test certificates, only here
+
+    ca, other = CA("crossplane-root-ca"), CA("someone-else")
+    certs = work / "tls"
+    ca.write_leaf(certs, NAME)
+    for f in certs.iterdir():
+        f.chmod(0o644)  # the container's user is not root
+    problems = []
+    mount = ("--volume", f"{certs}:{TLS_DIR}:ro", "--env", f"TLS_SERVER_CERTS_DIR={TLS_DIR}")
+    with running(image, options=mount) as (name, address):
+        if (got := _call(address, ca.pem, ca.leaf("crossplane"))) != "served":
+            problems.append(f"a client with the CA's certificate got {got}")
+        if (got := _call(address, ca.pem, None)) == "served":
+            problems.append("a client without a certificate was served")
+        if (got := _call(address, ca.pem, other.leaf("crossplane"))) == "served":
+            problems.append("a client with another CA's certificate was served")
+        users = _run([*PODMAN, "top", name, "user"]).split()[1:]
+        if set(users) != {str(NONROOT)}:
+            problems.append(f"the container runs as {users}, not {NONROOT}")
+        for shell in ("/bin/sh", "/bin/bash", "/usr/bin/sh"):
+            execed = subprocess.run(
+                [*PODMAN, "exec", name, shell, "-c", "true"], capture_output=True, check=False
+            )
+            if execed.returncode == 0:
+                problems.append(f"{shell} runs in the image")
+    return problems
+
+
+def check_renders(image: Image) -> tuple[list[str], int]:
+    """Every example rendered by the Crossplane CLI through the container equals its expected render."""
+    from tests.real.conformance import CLIS, differences, our_render, real_render  # noqa: PLC0415
+    from tests.test_examples import EXAMPLE_LIST  # noqa: PLC0415
+
+    problems, identical = [], 0
+    with running(image, "--insecure") as (_, address):
+        for example in EXAMPLE_LIST:
+            diff = differences(real_render(CLIS[0], example, address), our_render(example))
+            problems += [f"{example.name}: {d}" for d in diff]
+            identical += not diff
+    return problems, identical
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:
+        work = Path(d)
+        image, first_root = build(work / "first", OUT / f"{NAME}.oci.tar")
+        again, second_root = build(work / "second", work / "second.oci.tar")
+        diff = [] if image.digest == again.digest else differing(first_root, second_root)
+        problems = check_mtls(image, work)
+        rendered, identical = check_renders(image)
+    problems += rendered
+    reproducible = (
+        "two builds gave one digest"
+        if not diff and image.digest == again.digest
+        else f"two builds differ ({again.digest}) in {len(diff)} files: {', '.join(diff[:5])}"
+    )
+    for problem in problems:
+        print(f"image: {problem}", file=sys.stderr)
+    from tests.test_examples import EXAMPLE_LIST  # noqa: PLC0415
+
+    print(
+        f"image: {image.digest} {image.size_mb:.1f} MB compressed (uid {NONROOT}, Python 3.11 from Debian 12, "
+        f"no shell), built without a Docker engine; {reproducible}; served mTLS from {TLS_DIR} and refused "
+        f"clients without the CA's certificate; {identical} of {len(EXAMPLE_LIST)} examples rendered "
+        "through it identically"
+    )
+    return 1 if problems or image.digest != again.digest else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
