@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -191,6 +191,15 @@ scale: $(STAMP)
 faults: $(STAMP)
 	$(call extras,e2e traffic)
 	FGR_SCENARIOS=new_gateway,model_route,faults $(BIN)/python -m tests.real.integration
+
+# The runtime image without a Docker engine (issue #29): both stages from
+# Debian 12's packages (mmdebstrap), the OCI archive written reproducibly,
+# built twice (the digests must agree), then run by podman: mTLS from
+# Crossplane's certificate layout, uid 65532, no shell, and every example
+# rendered through it by the Crossplane CLI. Needs root; one `image:` line.
+image: $(STAMP)
+	$(call extras,test)
+	$(BIN)/python -m tools.image
 
 # Requests through a real Envoy configured from what the function renders:
 # Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,
