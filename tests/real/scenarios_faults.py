@@ -128,7 +128,9 @@ def _synced_false(env: Env) -> list[str]:
         synced = condition(xr, "Synced") if xr is not None else {}
         if synced.get("status") == "False":
             name = f"{xr['kind']} {xr['metadata']['name']}"  # type: ignore[index]
-            found.append(f"{name}: {synced.get('reason')}: {str(synced.get('message'))[:120]}")
+            message = str(synced.get("message"))
+            # Its end says why (a deadline, a refused connection); its start names the step.
+            found.append(f"{name}: {synced.get('reason')}: {message[:60]} ... {message[-90:]}")
     return found
 
 
