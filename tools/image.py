@@ -164,10 +164,11 @@ def layer(root: Path, epoch: int) -> bytes:
 
 @dataclass(frozen=True)
 class Image:
-    archive: Path
-    digest: str
-    size_mb: float
-    layer_digest: str
+    archive: Path  # the OCI layout, tarred (podman's oci-archive:)
+    digest: str  # its manifest's
+    size_mb: float  # its one layer, compressed
+    layer_digest: str  # the layer's diff ID
+    docker_archive: Path  # the same image as `docker save` writes it: what xpkg build embeds
 
 
 def oci_archive(root: Path, out: Path, epoch: int) -> Image:
@@ -220,8 +221,27 @@ def oci_archive(root: Path, out: Path, epoch: int) -> Image:
         **{f"blobs/sha256/{d.removeprefix('sha256:')}": data for d, data in blobs.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
+    _tar(out, files, ["blobs", "blobs/sha256"], epoch)
+    # `crossplane xpkg build --embed-runtime-image-tarball` reads the `docker save` format
+    # (go-containerregistry's tarball package): the same config and the layer uncompressed.
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
+    saved = {
+        "manifest.json": json.dumps(
+            [{"Config": config_name, "RepoTags": [f"{NAME}:latest"], "Layers": [layer_name]}]
+        ).encode(),
+        config_name: config_bytes,
+        layer_name: tar,
+    }
+    docker = out.with_name(out.name.replace(".oci.tar", ".docker.tar"))
+    _tar(docker, saved, [layer_name.split("/")[0]], epoch)
+    return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id, docker)
+
+
+def _tar(out: Path, files: dict[str, bytes], folders: list[str], epoch: int) -> None:
+    """A tar of these folders and files, in this order then sorted, every entry dated `epoch`."""
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as archive:
-        for name in ["blobs", "blobs/sha256", *sorted(files)]:
+        for name in [*folders, *sorted(files)]:
             info = tarfile.TarInfo(name)
             info.mtime = epoch
             if name in files:
@@ -230,7 +250,6 @@ def oci_archive(root: Path, out: Path, epoch: int) -> Image:
             else:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 archive.addfile(info)
-    return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id)
 
 
 def build(workdir: Path, out: Path) -> tuple[Image, Path]:
@@ -371,6 +390,27 @@ def check_renders(image: Image) -> tuple[list[str], int]:
     return problems, identical
 
 
+def function_package(image: Image, out: Path) -> list[str]:
+    """The Function package with the image embedded, built by the real CLI; what is wrong with it."""
+    from tests.real import toolchain  # noqa: PLC0415
+    from tests.real.packages import _layers, _xpkg_build_embedding  # noqa: PLC0415
+    from tests.real.versions import CROSSPLANE_CLI  # noqa: PLC0415
+
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    _xpkg_build_embedding(cli, image.docker_archive, out)
+    with tarfile.open(out) as xpkg:
+        manifest = json.loads(xpkg.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        config = json.loads(xpkg.extractfile(manifest[0]["Config"]).read())  # type: ignore[union-attr]
+    problems = []
+    if image.layer_digest not in config["rootfs"]["diff_ids"]:
+        problems.append(f"the Function package does not carry the image's layer {image.layer_digest}")
+    if config["config"].get("Entrypoint") != ["/venv/bin/python3.11", "-m", "function"]:
+        problems.append(f"the Function package's entrypoint is {config['config'].get('Entrypoint')}")
+    if "package.yaml" not in _layers(out):
+        problems.append("the Function package has no package.yaml")
+    return problems
+
+
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:
@@ -380,6 +420,7 @@ def main() -> int:
         diff = [] if image.digest == again.digest else differing(first_root, second_root)
         problems = check_mtls(image, work)
         rendered, identical = check_renders(image)
+        problems += function_package(image, OUT / "function-gateway-readiness.xpkg")
     problems += rendered
     reproducible = (
         "two builds gave one digest"
@@ -394,7 +435,7 @@ def main() -> int:
         f"image: {image.digest} {image.size_mb:.1f} MB compressed (uid {NONROOT}, Python 3.11 from Debian 12, "
         f"no shell), built without a Docker engine; {reproducible}; served mTLS from {TLS_DIR} and refused "
         f"clients without the CA's certificate; {identical} of {len(EXAMPLE_LIST)} examples rendered "
-        "through it identically"
+        "through it identically; the Function package built with it embedded (crossplane xpkg build)"
     )
     return 1 if problems or image.digest != again.digest else 0
 

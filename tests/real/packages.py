@@ -63,6 +63,24 @@ def _xpkg_build(crank: Path, root: Path, examples: Path, out: Path) -> None:
     )
 
 
+def _xpkg_build_embedding(cli: Path, image_tarball: Path, out: Path) -> None:
+    """The Function package with its runtime image embedded, from a `docker save` tarball."""
+    run(
+        [
+            str(cli),
+            "xpkg",
+            "build",
+            "--package-root",
+            str(ROOT / "package"),
+            "--embed-runtime-image-tarball",
+            str(image_tarball),
+            "-o",
+            str(out),
+        ],
+        no_network=True,
+    )
+
+
 def want_configuration() -> list[tuple[str, str]]:
     return sorted(
         [("Configuration", "configuration-inference-gateways")]
