@@ -1,0 +1,82 @@
+"""The runtime image's archive (tools/image.py): one root and one epoch give one digest."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tools import image
+
+EPOCH = 1_700_000_000
+
+
+def _root(at: Path, mtime: float) -> Path:
+    (at / "venv" / "bin").mkdir(parents=True)
+    (at / "venv" / "bin" / "python3.11").symlink_to("/usr/bin/python3.11")
+    (at / "usr" / "bin").mkdir(parents=True)
+    (at / "usr" / "bin" / "python3.11").write_bytes(b"\x7fELF")
+    (at / "usr" / "bin" / "python3.11").chmod(0o755)
+    (at / "etc").mkdir()
+    (at / "etc" / "passwd").write_text("nonroot:x:65532:65532::/home/nonroot:/sbin/nologin\n")
+    for path in at.rglob("*"):
+        os.utime(path, (mtime, mtime), follow_symlinks=False)
+    return at
+
+
+def test_two_roots_alike_but_for_their_files_times_give_one_digest(tmp_path: Path) -> None:
+    first = image.oci_archive(_root(tmp_path / "a", EPOCH + 500), tmp_path / "a.oci.tar", EPOCH)
+    second = image.oci_archive(_root(tmp_path / "b", EPOCH + 9_000), tmp_path / "b.oci.tar", EPOCH)
+    assert first.digest == second.digest
+    assert first.archive.read_bytes() == second.archive.read_bytes()
+    assert first.docker_archive.read_bytes() == second.docker_archive.read_bytes()
+
+
+def test_a_changed_file_changes_the_digest(tmp_path: Path) -> None:
+    first = image.oci_archive(_root(tmp_path / "a", EPOCH), tmp_path / "a.oci.tar", EPOCH)
+    root = _root(tmp_path / "b", EPOCH)
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    os.utime(root / "etc" / "passwd", (EPOCH, EPOCH))
+    assert image.oci_archive(root, tmp_path / "b.oci.tar", EPOCH).digest != first.digest
+
+
+def test_the_layer_is_sorted_dated_no_later_than_the_epoch_and_keeps_modes_and_links(tmp_path: Path) -> None:
+    root = _root(tmp_path / "r", EPOCH + 500)
+    os.utime(root / "etc" / "passwd", (EPOCH - 10, EPOCH - 10))
+    with tarfile.open(fileobj=io.BytesIO(image.layer(root, EPOCH))) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    by_name = {m.name: m for m in members}
+    assert by_name["etc/passwd"].mtime == EPOCH - 10, "an older file keeps its time"
+    assert by_name["usr/bin/python3.11"].mtime == EPOCH, "a newer one is clamped"
+    assert by_name["usr/bin/python3.11"].mode & 0o777 == 0o755
+    assert by_name["venv/bin/python3.11"].issym()
+    assert by_name["venv/bin/python3.11"].linkname == "/usr/bin/python3.11"
+    assert all(m.uname == m.gname == "" for m in members)
+
+
+@pytest.mark.parametrize("archive", ["oci", "docker"])
+def test_both_archives_describe_one_image_that_runs_the_function_as_nonroot(
+    tmp_path: Path, archive: str
+) -> None:
+    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "fn.oci.tar", EPOCH)
+    with tarfile.open(built.archive if archive == "oci" else built.docker_archive) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    if archive == "oci":
+        (described,) = json.loads(files["index.json"])["manifests"]
+        assert described["digest"] == built.digest
+        manifest = json.loads(files["blobs/sha256/" + built.digest.removeprefix("sha256:")])
+        config = json.loads(files["blobs/sha256/" + manifest["config"]["digest"].removeprefix("sha256:")])
+    else:
+        (entry,) = json.loads(files["manifest.json"])
+        config = json.loads(files[entry["Config"]])
+        assert entry["Layers"] == [built.layer_digest.removeprefix("sha256:") + "/layer.tar"]
+    assert config["rootfs"]["diff_ids"] == [built.layer_digest]
+    assert config["config"]["User"] == "65532:65532"
+    assert config["config"]["Entrypoint"] == ["/venv/bin/python3.11", "-m", "function"]
+    assert not any(e.startswith("TLS_SERVER_CERTS_DIR=") for e in config["config"]["Env"])
