@@ -28,7 +28,7 @@ def _changed(**changes: Any) -> dict[str, Any]:
     ("record", "trusted"),
     [
         (_owned_by(CROSSPLANE_S), True),
-        (_owned_by(_changed(apiVersion="ai.example.org/v1beta1")), True),
+        (_owned_by(_changed(apiVersion="ai.example.org/v0-never-served")), False),
         (_owned_by({"apiVersion": "v1", "kind": "Namespace", "name": "x", "uid": "u"}, CROSSPLANE_S), True),
         (
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inference-serving-7229af9e"}},
@@ -50,7 +50,7 @@ def _changed(**changes: Any) -> dict[str, Any]:
     ],
     ids=[
         "the reference Crossplane writes is trusted",
-        "the same XR at another version of its API group is trusted",
+        "a controller at a version of the group the route does not name is not trusted",
         "the controller is found among other owners",
         "a record with no owners is not trusted",
         "a record with no metadata is not trusted",
