@@ -38,6 +38,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -51,7 +52,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "_output" / "image"
 SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
+# The release with its point updates and security fixes, as debian:12-slim has them.
+SOURCES = (
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+)
 # What python3.11 and the wheels' native code (grpcio, cel-expr-python: C++) need at run time,
 # and nothing else (apt adds their dependencies).
 RUNTIME_PACKAGES = ("python3.11-minimal", "libpython3.11-stdlib", "libstdc++6")
@@ -107,7 +113,7 @@ def wheels(into: Path) -> None:
 
 def debian_root(into: Path, variant: str, packages: tuple[str, ...], epoch: int) -> None:
     _run(
-        ["mmdebstrap", "--quiet", f"--variant={variant}", f"--include={','.join(packages)}", SUITE, str(into), MIRROR],
+        ["mmdebstrap", "--quiet", f"--variant={variant}", f"--include={','.join(packages)}", SUITE, str(into), *SOURCES],
         env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
     )  # fmt: skip
 
@@ -178,7 +184,7 @@ def oci_archive(root: Path, out: Path, epoch: int) -> Image:
     gz = gzip.compress(tar, compresslevel=9, mtime=0)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     config = {
-        "architecture": "amd64",
+        "architecture": _run(["dpkg", "--print-architecture"]).strip(),
         "os": "linux",
         "created": created,
         "config": {
@@ -412,6 +418,8 @@ def function_package(image: Image, out: Path) -> list[str]:
 
 
 def main() -> int:
+    # `.ci/run` stops a failed run with SIGTERM: as an exit, so `running` stops its container.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:
         work = Path(d)

@@ -100,7 +100,7 @@ def _processes() -> dict[int, tuple[int, str]]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            stat = (entry / "stat").read_bytes().decode(errors="replace")
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             exe = os.readlink(entry / "exe")
         except OSError:
@@ -132,9 +132,11 @@ def reap() -> list[str]:
         # Processes a run started outlive its SIGKILL (each runs in a session of its
         # own) and keep its namespace. Orphans are killed; a namespace with a process
         # some live parent still owns belongs to something alive, and is left.
-        if pids and not orphaned(_parents(pids)):
+        parents = _parents(pids)
+        if pids and not orphaned(parents):
             continue
-        for pid in pids:
+        # Not one read as gone (parent 0): its PID may be another process's by now.
+        for pid in (p for p, parent in parents.items() if parent):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
@@ -153,7 +155,8 @@ def _parents(pids: list[int]) -> dict[int, int]:
     out = {}
     for pid in pids:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            # Bytes: a command name cut at 15 bytes can end inside a UTF-8 character.
+            stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
         except OSError:
             out[pid] = 0
             continue

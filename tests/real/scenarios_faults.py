@@ -291,17 +291,30 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         if fault.during == "route added":
             with contextlib.suppress(Exception):
                 env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
+                _wait_route_gone(env)
         raise
     # Counted before the fault's own route is deleted on purpose.
     deleted = _deletes_since(env, fault, deletes)
     if fault.during == "route added":
         env.kube.delete(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0])
-        wait(
-            "the fault's route gone",
-            lambda: env.kube.get(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0]) is None,
-            CONVERGE_S,
-        )
+        _wait_route_gone(env)
     _check_kept(env, r, before, deleted)
+
+
+def _wait_route_gone(env: Env) -> None:
+    """The fault's route and every Object it composed gone: the garbage collector's DELETEs of them
+    come after the route's, and must not land in the next fault's count."""
+    wait(
+        "the fault's route and its Objects gone",
+        lambda: (
+            env.kube.get(XR_API, "ModelRoute", FAULT_ROUTE[1], FAULT_ROUTE[0]) is None
+            and not any(
+                (o["metadata"].get("labels") or {}).get("crossplane.io/composite") == FAULT_ROUTE[1]
+                for o in env.objects(FAULT_ROUTE[0]).values()
+            )
+        ),
+        CONVERGE_S,
+    )
 
 
 def _check_kept(env: Env, r: Report, before: dict[str, str], deleted: int) -> None:
