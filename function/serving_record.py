@@ -16,13 +16,13 @@ function's desired state, where a condition or `status.serving` can come back
 from Crossplane's cache (crossplane/crossplane#7062, issue #32).
 
 It is trusted only when its controller is the InferenceGateway the route
-names, at the apiVersion the route's Input names (`controlled_by`): a record says which Gateway a route attaches to, and
-anyone who may write ConfigMaps in the gateway's namespace can write one of
-this name (before the gateway exists, say), pointing routes at a Gateway
-without caller auth. Crossplane makes the XR the controller of all it
-composes, and refuses to apply over an object another controls, so a record
-it wrote always passes; any other is ignored, and the route reads the
-InferenceGateway itself.
+names, at the apiVersion the route's Input names (`controlled_by`): a record
+says which Gateway a route attaches to, and anyone who may write ConfigMaps
+in the gateway's namespace can write one of this name (before the gateway
+exists, say), pointing routes at a Gateway without caller auth. Crossplane
+makes the XR the controller of all it composes, and refuses to apply over an
+object another controls, so a record it wrote always passes; any other is
+ignored, and the route reads the InferenceGateway itself.
 
 Written and read here only, so the format has one source of truth.
 """
