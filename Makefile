@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image release-check
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -200,6 +200,17 @@ faults: $(STAMP)
 image: $(STAMP)
 	$(call extras,test)
 	$(BIN)/python -m tools.image
+
+# Issue #29: the install platform teams run. The packages (the Function's with
+# the image `make image` built embedded) pushed to a registry on loopback;
+# `crossplane xpkg install configuration` on the real control plane; Crossplane's
+# package manager resolves the Function and provider-kubernetes from there; the
+# function it calls is that image, run as its pod's container; then a gateway
+# and a route compose and serve. Needs root and `make image` first; one
+# `release:` line (tests/real/install.py).
+release-check: $(STAMP)
+	$(call extras,e2e traffic)
+	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route $(BIN)/python -m tests.real.integration
 
 # Requests through a real Envoy configured from what the function renders:
 # Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,

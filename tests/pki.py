@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # Fixed validity window: certificates are valid from 2026 for ten years.
@@ -43,9 +43,15 @@ def _san(names: tuple[str, ...]) -> x509.SubjectAlternativeName:
 class CA:
     """A certificate authority whose leaves serve and authenticate on loopback."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, rsa_key: bool = False) -> None:
         self.name = name
-        self.key = ec.generate_private_key(ec.SECP256R1())
+        # Crossplane's package manager signs functions' certificates with its
+        # root CA's key read as PKCS #1 (internal/initializer/tls.go): RSA only.
+        self.key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if rsa_key
+            else ec.generate_private_key(ec.SECP256R1())
+        )
         self.cert = self._build(
             x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), self.key.public_key(), ca=True
         )
@@ -54,10 +60,21 @@ class CA:
     def pem(self) -> bytes:
         return pem(self.cert)
 
+    @property
+    def key_pem(self) -> bytes:
+        """The CA's own key: PKCS #1 for RSA (as Crossplane reads it), PKCS #8 otherwise."""
+        if isinstance(self.key, rsa.RSAPrivateKey):
+            return self.key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        return pem_key(self.key)
+
     def _build(
         self,
         subject: x509.Name,
-        public_key: ec.EllipticCurvePublicKey,
+        public_key: ec.EllipticCurvePublicKey | rsa.RSAPublicKey,
         *,
         ca: bool,
         sans: tuple[str, ...] = (),

@@ -417,9 +417,17 @@ def function_package(image: Image, out: Path) -> list[str]:
     return problems
 
 
+# What the build and the checks run, from Debian's packages.
+TOOLS = ("mmdebstrap", "podman", "runc")
+
+
 def main() -> int:
     # `.ci/run` stops a failed run with SIGTERM: as an exit, so `running` stops its container.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        print(f"image: NOT BUILT: {', '.join(missing)} not installed (Debian: apt-get install {' '.join(missing)})")
+        return 1
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:
         work = Path(d)

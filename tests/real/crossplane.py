@@ -14,6 +14,10 @@
   mount namespace), where the function's Service name has two replicas'
   addresses, as a headless Service's DNS does: the replica fault
   (tests/real/scenarios_faults.py) points the FunctionRevision there.
+- With `package=True` (make release-check) none of the above is written by
+  hand: no function process, no paused Function, no XRDs or Compositions
+  applied. The package manager installs them (tests/real/install.py), and
+  Crossplane resolves the Function's Service through the cluster DNS.
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ class CrossplaneStack:
         lab: Lab,
         *,
         log_calls: bool = False,
+        package: bool = False,
     ) -> None:
+        # Installed by Crossplane's package manager (tests/real/install.py), not by hand.
+        self.package = package
         # A line per function call (DEBUG): fault scenarios count them to tell when Crossplane
         # calls again; other runs leave it off, as it costs every call (100 routes: many a second).
         self.log_calls = log_calls
@@ -89,7 +96,7 @@ class CrossplaneStack:
         self.kube = kube
         self.sup = sup
         self.dir = workdir
-        self.ca = CA("crossplane-root-ca")
+        self.ca = CA("crossplane-root-ca", rsa_key=True)
 
     def start(self) -> None:
         self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CROSSPLANE_NS}})
@@ -100,10 +107,14 @@ class CrossplaneStack:
         for crd in _crds(module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package" / "crds"):
             self.kube.apply(self._convert_through_provider(crd))
         self.kube.wait_crds_established()
-        self._function()
+        if self.package:
+            self._package_manager_prerequisites()
+        else:
+            self._function()
         self._crossplane()
         self._provider()
-        self._apis()
+        if not self.package:
+            self._apis()
 
     def _convert_through_provider(self, crd: dict) -> dict:  # type: ignore[type-arg]
         """A conversion webhook the package manager would point at the provider's Service, on loopback."""
@@ -114,6 +125,47 @@ class CrossplaneStack:
                 "caBundle": base64.b64encode(self.ca.pem).decode(),
             }
         return crd
+
+    def _package_manager_prerequisites(self) -> None:
+        """What `crossplane core init` and the Helm chart give the package manager, which the harness does not run.
+
+        The root CA it signs each Function's server certificate with (the CA
+        Crossplane's client certificate comes from), its ServiceAccount, the
+        default DeploymentRuntimeConfig, and the default activation of every
+        managed resource (the chart's provider.defaultActivations: ["*"]).
+        """
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "crossplane-root-ca", "namespace": CROSSPLANE_NS},
+                "type": "Opaque",
+                "stringData": {"tls.crt": self.ca.pem.decode(), "tls.key": self.ca.key_pem.decode()},
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "crossplane", "namespace": CROSSPLANE_NS},
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "pkg.crossplane.io/v1beta1",
+                "kind": "DeploymentRuntimeConfig",
+                "metadata": {"name": "default"},
+                "spec": {},
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+                "kind": "ManagedResourceActivationPolicy",
+                "metadata": {"name": "default"},
+                "spec": {"activate": ["*"]},
+            }
+        )
 
     def _function(self) -> None:
         certs = self.dir / "function-tls"
@@ -140,17 +192,20 @@ class CrossplaneStack:
         self.ca.write_leaf(client_certs, "crossplane")
         ports = [free_port() for _ in range(3)]
         hosts = self.dir / "crossplane-hosts"
-        hosts.write_text(
-            "127.0.0.1 localhost\n" + "".join(f"{ip} {FUNCTION_SERVICE}\n" for ip in FUNCTION_REPLICA_IPS)
-        )
+        resolv = self.dir / "crossplane-resolv.conf"
+        # Installed by the package manager, the Function's Service is the cluster DNS's to answer.
+        replicas = () if self.package else FUNCTION_REPLICA_IPS
+        hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{ip} {FUNCTION_SERVICE}\n" for ip in replicas))
+        resolv.write_text(f"nameserver {self.lab.host_ip}\noptions ndots:1\n")
         self.sup.start(
             "crossplane",
             [
                 *PRIVATE_MOUNTS,
                 "sh",
                 "-c",
-                'mount --bind "$0" /etc/hosts && exec "$@"',
+                'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
                 str(hosts),
+                str(resolv),
                 str(toolchain.ensure(RUNNING_CROSSPLANE, "crossplane")),
                 "core",
                 "start",
@@ -171,6 +226,8 @@ class CrossplaneStack:
             },
             ports=ports,
         )
+        if self.package:
+            return
         # The package manager leaves a paused Function alone: the revision and
         # its status (where to dial, what it can do) are ours to write.
         this = release.read()

@@ -24,7 +24,12 @@ Gateway's webhook wrote (never from a configuration of ours):
   the pods that are Ready and not terminating, one connection at a time,
   as kube-proxy spreads connections;
 - on deletion: out of the Service at once, Envoy's listeners drained
-  gracefully, the processes stopped when kwok removes the pod.
+  gracefully, the processes stopped when kwok removes the pod;
+- pods whose containers are images to run as they are (`image_pods`: the
+  Function's runtime pod Crossplane's package manager creates, make
+  release-check): each container is its image, pulled from the registry the
+  pod names and run by podman in the pod's network namespace, with the pod's
+  volumes, environment and user.
 
 Every address and namespace is this run's own.
 """
@@ -34,6 +39,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import json
 import random
 import re
 import selectors
@@ -52,6 +58,8 @@ from typing import TYPE_CHECKING, Any
 from tests.real.network import claim_block, release_block, remove_pair, run_tag
 from tests.real.process import ConformanceError
 from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
+from tools.image import LIMITS as PODMAN_LIMITS
+from tools.image import PODMAN
 
 if TYPE_CHECKING:
     # The kubernetes client is installed only where a real cluster is driven
@@ -109,6 +117,7 @@ class Sandbox:
     probes: list[tuple[str, int, str]] = field(default_factory=list)  # (container, port, path)
     labels: dict[str, str] = field(default_factory=dict)
     pod: dict[str, Any] = field(default_factory=dict)  # as last read from the API server
+    images: list[str] = field(default_factory=list)  # the podman containers of image pods
 
 
 class DataPlane:
@@ -122,6 +131,7 @@ class DataPlane:
         hosts: Mapping[str, str],
         namespaces: tuple[str, ...],
         nameserver: str,
+        image_pods: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.kube = kube
         self.sup = sup
@@ -131,6 +141,8 @@ class DataPlane:
         # Names the pods resolve (through the nameserver): Envoy Gateway's xDS Service, the backends.
         self.hosts = dict(hosts)
         self.namespaces = namespaces
+        # (namespace, label selector) of pods whose containers run as OCI images (podman).
+        self.image_pods = image_pods
         # Where the pods' resolv.conf sends DNS queries (tests/real/dns.py answers there).
         self.nameserver = nameserver
         self.sandboxes: dict[str, Sandbox] = {}
@@ -247,6 +259,11 @@ class DataPlane:
             for ns in self.namespaces:
                 for pod in self.kube.list(
                     "v1", "Pod", ns, label_selector=ENVOY_POD_LABEL, _request_timeout=LIST_TIMEOUT_S
+                ):
+                    pods[f"{ns}/{pod['metadata']['name']}"] = pod
+            for ns, selector in self.image_pods:
+                for pod in self.kube.list(
+                    "v1", "Pod", ns, label_selector=selector, _request_timeout=LIST_TIMEOUT_S
                 ):
                     pods[f"{ns}/{pod['metadata']['name']}"] = pod
         except Exception:
@@ -393,6 +410,8 @@ class DataPlane:
     def _run(self, sb: Sandbox, pod: dict[str, Any], c: dict[str, Any]) -> Process | None:
         image = c.get("image", "")
         env = _container_env(pod, c, sb.ip)
+        if pod["metadata"]["namespace"] in {ns for ns, _ in self.image_pods}:
+            return self._run_image(sb, pod, c, env)
         argv = [_expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
         if "/envoy:" in image or image.startswith("envoyproxy/envoy"):
             if argv and argv[0] == "envoy":
@@ -430,6 +449,34 @@ class DataPlane:
             *argv,
         ]
         return self.sup.start(f"{POD_PROCESS_PREFIX}{pod['metadata']['name']}-{c['name']}", cmd, env=env)
+
+    def _run_image(self, sb: Sandbox, pod: dict[str, Any], c: dict[str, Any], env: dict[str, str]) -> Process:
+        """The container as its image: pulled from the registry it names and run by podman in the pod's namespace."""
+        name = _container_name(self._tag, pod, c)
+        sb.images.append(name)
+        cmd = [
+            *PODMAN,
+            "run",
+            "--rm",
+            "--replace",
+            "--name",
+            name,
+            "--network",
+            f"ns:/run/netns/{sb.netns}",
+            *PODMAN_LIMITS,
+            # The run's registry serves plain HTTP on loopback (make release-check).
+            "--pull",
+            "always",
+            "--tls-verify=false",
+            *_user(pod, c),
+            *(a for m in c.get("volumeMounts") or [] for a in ("--volume", _volume(sb, m))),
+            *(a for k, v in sorted(env.items()) for a in ("--env", f"{k}={v}")),
+            *(["--entrypoint", json.dumps(c["command"])] if c.get("command") else []),
+            c["image"],
+            *(c.get("args") or []),
+        ]
+        self.note(f"{sb.key}: {c['name']} runs the image {c['image']} as {name}")
+        return self.sup.start(f"{POD_PROCESS_PREFIX}{pod['metadata']['name']}-{c['name']}", cmd)
 
     def _restart_exited(self, sb: Sandbox, pod: dict[str, Any]) -> None:
         """A container whose process exited is started again, and the pod leaves the Service meanwhile.
@@ -557,6 +604,11 @@ class DataPlane:
         def stop() -> None:
             for proc in reversed(sb.processes):
                 self.sup.stop(proc)
+            for name in sb.images:
+                # podman stopped by SIGKILL leaves its container behind: gone with the pod.
+                subprocess.run(
+                    [*PODMAN, "rm", "--force", "--time", "0", name], capture_output=True, check=False
+                )
             remove_pair(sb.host_if, sb.netns)
             with self._lock:
                 self._free.append(sb.index)
@@ -652,6 +704,24 @@ def _ip(*args: str) -> None:
 
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _container_name(tag: int, pod: dict[str, Any], c: dict[str, Any]) -> str:
+    return f"fgr{tag}-{pod['metadata']['name']}-{c['name']}"
+
+
+def _user(pod: dict[str, Any], c: dict[str, Any]) -> list[str]:
+    """podman's --user from the container's securityContext over the pod's, as the kubelet merges them."""
+    merged = {**(pod["spec"].get("securityContext") or {}), **(c.get("securityContext") or {})}
+    if "runAsUser" not in merged:
+        return []
+    group = merged.get("runAsGroup")
+    return ["--user", f"{merged['runAsUser']}" + (f":{group}" if group is not None else "")]
+
+
+def _volume(sb: Sandbox, mount: dict[str, Any]) -> str:
+    src = sb.dir / "volumes" / mount["name"] / mount.get("subPath", "")
+    return f"{src}:{mount['mountPath']}:{'ro' if mount.get('readOnly') else 'rw'}"
 
 
 def _expand(arg: str, env: Mapping[str, str]) -> str:

@@ -6,6 +6,10 @@ each pod's resolv.conf names this server. It answers A queries for the names
 it was given (with or without the trailing dot Envoy Gateway's bootstrap
 writes), an empty answer for other types of a known name, and NXDOMAIN for
 the rest. UDP only: every answer fits in one datagram.
+
+A headless Service's name (`services`) answers with its ready pods'
+addresses at the moment of the query, as kube-dns does: Crossplane, out of
+cluster, dials the Function's runtime pod this way (make release-check).
 """
 
 from __future__ import annotations
@@ -13,15 +17,22 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 _A = 1
 _IN = 1
 
 
 class ClusterDNS:
-    def __init__(self, address: str, names: Mapping[str, str], port: int = 53) -> None:
+    def __init__(
+        self,
+        address: str,
+        names: Mapping[str, str],
+        port: int = 53,
+        services: Mapping[str, Callable[[], list[str]]] | None = None,
+    ) -> None:
         self.names = {n.lower().rstrip("."): ip for n, ip in names.items()}
+        self.services = {n.lower().rstrip("."): ips for n, ips in (services or {}).items()}
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind((address, port))
         self._stop = threading.Event()
@@ -60,13 +71,18 @@ class ClusterDNS:
             return None
         qtype, _qclass = struct.unpack("!HH", query[pos + 1 : question_end])
         name = ".".join(labels).lower()
-        ip = self.names.get(name)
+        ips = (
+            [self.names[name]]
+            if name in self.names
+            else self.services[name]()
+            if name in self.services
+            else None
+        )
         # Response, recursion desired copied, recursion available; rcode 3 (NXDOMAIN) when unknown.
-        flags = 0x8180 | (0 if ip is not None else 3)
-        answers = b""
-        count = 0
-        if ip is not None and qtype == _A:
-            answers = struct.pack("!HHHIH", 0xC00C, _A, _IN, 5, 4) + socket.inet_aton(ip)
-            count = 1
-        header = struct.pack("!HHHHHH", ident, flags, 1, count, 0, 0)
+        flags = 0x8180 | (0 if ips else 3)
+        found = ips if ips and qtype == _A else []
+        answers = b"".join(
+            struct.pack("!HHHIH", 0xC00C, _A, _IN, 5, 4) + socket.inet_aton(ip) for ip in found
+        )
+        header = struct.pack("!HHHHHH", ident, flags, 1, len(found), 0, 0)
         return header + query[12:question_end] + answers

@@ -16,6 +16,7 @@ from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.real import versions
 from tests.real.dataplane import DataPlane
 from tests.real.envoy import AIGW_CONTROLLER, EG_NS, EnvoyStack
+from tests.real.install import Installed
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
 from tests.real.processes import Supervisor
@@ -93,6 +94,8 @@ class Env:
         self.keys: dict[str, str] = {}
         # Objects stuck on envoyproxy/ai-gateway#2565 whose finalizer this run removed.
         self.released: list[str] = []
+        # What Crossplane's package manager installed (FGR_INSTALL=package), else None.
+        self.installed: Installed | None = None
         self._stop = threading.Event()
 
     def xr(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:

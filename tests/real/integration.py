@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.real import toolchain, versions
+from tests.real import install, toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
-from tests.real.crossplane import CrossplaneStack
+from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, FUNCTION_SERVICE, CrossplaneStack
 from tests.real.dataplane import POD_PROCESS_PREFIX, Binaries, DataPlane, envoy_binary
 from tests.real.dns import ClusterDNS
 from tests.real.envoy import EG_NS, EnvoyStack, extproc_image
@@ -97,6 +97,12 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     upgraded_from_v0_1_0,
 ]
 
+# FGR_INSTALL=package (make release-check): Crossplane's package manager installs
+# the Configuration, the Function and the provider from a local registry, and
+# the function Crossplane calls is the Function package's image, run as its
+# pod's container (tests/real/install.py).
+PACKAGE_INSTALL = os.environ.get("FGR_INSTALL") == "package"
+
 # Run only when named in FGR_SCENARIOS: minutes each (make scale, make faults).
 ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, ai_gateway_upgraded, *FAULTS]
 
@@ -125,12 +131,16 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
                     },
                 }
             )
-        CrossplaneStack(cp, kube, sup, workdir, lab, log_calls=log_calls).start()
-        # The Input's marker for the release that runs (MARKER above).
-        kube.apply_file(
-            EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
-            lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__("extProcMarkerAnnotation", MARKER),
-        )
+        CrossplaneStack(cp, kube, sup, workdir, lab, log_calls=log_calls, package=PACKAGE_INSTALL).start()
+        if not PACKAGE_INSTALL:
+            # The Input's marker for the release that runs (MARKER above); the
+            # package's Composition has the default, the newest release's.
+            kube.apply_file(
+                EXAMPLES / "configuration" / "inferencegateway-composition.yaml",
+                lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__(
+                    "extProcMarkerAnnotation", MARKER
+                ),
+            )
         envoy_stack = EnvoyStack(kube, sup, workdir, cp.kubeconfig, lab, ai_gateway=AI_GATEWAY)
         envoy_stack.start()
         envoy, _ = envoy_binary()
@@ -142,7 +152,13 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
             "vllm.team-a.svc.cluster.local": lab.host_ip,
             "api.models.example.com": lab.host_ip,
         }
-        dns = ClusterDNS(lab.host_ip, names).start()
+        function_pods = {install.FUNCTION_LABEL: FUNCTION}
+        dns = ClusterDNS(
+            lab.host_ip,
+            names,
+            # The Function's headless Service: its runtime pods' addresses (package installs only).
+            services={FUNCTION_SERVICE: lambda: plane.endpoints(function_pods)} if PACKAGE_INSTALL else None,
+        ).start()
         plane = DataPlane(
             Kube(cp.kubeconfig),
             sup,
@@ -159,13 +175,20 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
             hosts=names,
             namespaces=(EG_NS,),
             nameserver=lab.host_ip,
+            image_pods=((CROSSPLANE_NS, f"{install.FUNCTION_LABEL}={FUNCTION}"),) if PACKAGE_INSTALL else (),
         )
         plane.start()
+        installed = None
+        if PACKAGE_INSTALL:
+            registry = install.Registry(sup).start()
+            install.publish(registry, workdir)
+            installed = install.install(kube, registry)
         # Every component (not the pods' containers: the data plane is their
         # kubelet) is started again when it exits on its own.
         sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))
         prober = Prober(Kube(cp.kubeconfig), plane.gateway_port, lambda: env.keys)
         env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack)
+        env.installed = installed
         env.prober.start()
         env.start_releasing()
         yield env
@@ -245,6 +268,7 @@ def main() -> int:
     reports: list[Report] = []
     totals: list[Totals] = []
     released = 0
+    installed: install.Installed | None = None
     started = time.monotonic()
     try:
         # The function logs every call where calls are counted: faults, and make scale's costs.
@@ -295,6 +319,7 @@ def main() -> int:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())
             released = len(env.released)
+            installed = env.installed
             _print_restarts(env)
     except Exception as e:
         print(f"integration: FAILED to bring the environment up: {type(e).__name__}: {e}", file=sys.stderr)
@@ -319,11 +344,13 @@ def main() -> int:
         f"written-back seconds {t.written_back} (Crossplane #7062, counted apart); "
         f"finalizers released {released} (envoyproxy/ai-gateway#2565); {truth}"
     )
+    if PACKAGE_INSTALL:
+        print(install.release_line(installed, passed, len(chosen)))
     faults = [r for r in reports if r.fault]
     wanted = [s for s in chosen if s in FAULTS]
     if wanted:
         print(faults_line(faults, len(wanted), t.lying))
-    return 0 if passed == len(chosen) else 1
+    return 0 if passed == len(chosen) and (installed or not PACKAGE_INSTALL) else 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from tests.real.versions import (
     KWOK,
     PROVIDER_KUBERNETES,
     PROVIDER_KUBERNETES_OLDEST,
+    REGISTRY,
     Component,
 )
 
@@ -52,6 +53,7 @@ COMPONENTS = {
         ENVOY_GATEWAY,
         ENVOY_AI_GATEWAY,
         CONTROLLER_TOOLS,
+        REGISTRY,
     )
 }
 
@@ -68,7 +70,9 @@ def cache_root() -> Path:
 
 
 def binary_path(component: Component, binary: str) -> Path:
-    return cache_root() / f"{component.name}-{component.version}" / binary
+    # A stamped build is cached apart from an unstamped one of the same version.
+    stamped = "-stamped" if component.stamp else ""
+    return cache_root() / f"{component.name}-{component.version}{stamped}" / binary
 
 
 def cached(component: Component, binary: str) -> bool:
@@ -141,7 +145,15 @@ def ensure(component: Component, binary: str) -> Path:
         file=sys.stderr,
     )
     out = subprocess.run(
-        [_go(), "build", "-trimpath", "-o", str(partial), package],
+        [
+            _go(),
+            "build",
+            "-trimpath",
+            *([f"-ldflags=-X {component.stamp}={component.version}"] if component.stamp else []),
+            "-o",
+            str(partial),
+            package,
+        ],
         cwd=source_dir(component),
         env=env,
         capture_output=True,

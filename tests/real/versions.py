@@ -42,6 +42,11 @@ class Component:
     # shared/upstream/<archive> with <archive>.sha256 beside it. Built from the
     # extracted tree; its dependencies still come from the module proxy.
     archive: str | None = None
+    # The Go variable a release build stamps with the version (-ldflags -X), where
+    # the component reads its own version: Crossplane's package manager checks
+    # each package's spec.crossplane.version against it, and an unstamped core
+    # refuses every package that sets one.
+    stamp: str | None = None
 
 
 # The Crossplane CLI users install: its render hands rendering to a core
@@ -61,6 +66,8 @@ CROSSPLANE = Component(
     module="github.com/crossplane/crossplane/v2",
     version=PINS["CROSSPLANE_VERSION"],
     binaries={"crossplane": "github.com/crossplane/crossplane/v2/cmd/crossplane"},
+    # As upstream's release build stamps it (nix/build.nix, v2.4.0).
+    stamp="github.com/crossplane/crossplane-runtime/v2/pkg/version.version",
 )
 
 # The oldest Crossplane supported, and its CLI: v2.2.x is the last line whose
@@ -175,6 +182,16 @@ CONTROLLER_TOOLS = Component(
     module="sigs.k8s.io/controller-tools",
     version=PINS["CONTROLLER_TOOLS_VERSION"],
     binaries={"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
+)
+
+
+# The OCI registry make release-check runs on loopback: the packages are pushed
+# there and Crossplane's package manager installs them from there.
+REGISTRY = Component(
+    name="registry",
+    module="github.com/google/go-containerregistry",
+    version=PINS["GO_CONTAINERREGISTRY_VERSION"],
+    binaries={"registry": "github.com/google/go-containerregistry/cmd/registry"},
 )
 
 

@@ -1,0 +1,190 @@
+"""Crossplane's package manager installs this project from a registry, as a platform team does (make release-check).
+
+- A registry (go-containerregistry's, versions.env) on loopback holds three
+  packages under the paths they are published under: the Function package
+  with its runtime image embedded (`make image`), the Configuration, and
+  provider-kubernetes built from its released module's `package/` folder.
+- An ImageConfig rewrites the published prefix to that registry, as a
+  platform team mirrors packages; nothing of ours names the local registry.
+- `crossplane xpkg install configuration` (the CLI users run) installs the
+  Configuration; Crossplane resolves the Function and the provider from the
+  registry, writes the XRDs and Compositions, and creates the Function's
+  runtime Deployment. The data plane runs that pod's container as the image
+  the package carries (podman, tests/real/dataplane.py), with the server
+  certificate Crossplane signed, and Crossplane dials it through its
+  headless Service's name (tests/real/dns.py).
+- provider-kubernetes' pod is only the API record: the provider that acts is
+  the harness's process of the same release (tests/real/crossplane.py).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.real import toolchain
+from tests.real.crossplane import FUNCTION, module_dir
+from tests.real.kube import Kube, condition, wait
+from tests.real.process import run
+from tests.real.processes import Supervisor, free_port, port_open
+from tests.real.versions import CROSSPLANE_CLI, REGISTRY, RUNNING_CROSSPLANE, RUNNING_PROVIDER
+from tests.support import EXAMPLES, ROOT
+from tools import release
+
+# Where `make image` leaves the Function package with its runtime image embedded.
+FUNCTION_XPKG = ROOT / "_output" / "image" / "function-gateway-readiness.xpkg"
+# The prefix every package this install pulls is published under (release.env,
+# and provider-kubernetes' own), rewritten to the local registry.
+PUBLISHED = "xpkg.crossplane.io/"
+PROVIDER_PATH = "crossplane-contrib/provider-kubernetes"
+FUNCTION_LABEL = "pkg.crossplane.io/function"
+INSTALL_TIMEOUT_S = 300
+PKG_API = "pkg.crossplane.io/v1"
+
+
+@dataclass
+class Installed:
+    """What the package manager did, for the `release:` line."""
+
+    packages: dict[str, str]  # kind/name -> the package it installed (spec.package)
+    images: dict[str, str]  # kind/name -> status.resolvedPackage (the rewritten reference)
+    seconds: float
+
+
+class Registry:
+    """go-containerregistry's registry on loopback: plain HTTP, which Crossplane and the CLI use for localhost."""
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+        self.port = free_port()
+        self.host = f"localhost:{self.port}"
+
+    def start(self) -> Registry:
+        binary = toolchain.ensure(REGISTRY, "registry")
+        proc = self.sup.start("registry", [str(binary), "-port", str(self.port)], ports=[self.port])
+        self.sup.wait_until(proc, "the registry listening", lambda: port_open(self.port))
+        return self
+
+    def tags(self, repository: str) -> list[str]:
+        with urllib.request.urlopen(f"http://{self.host}/v2/{repository}/tags/list", timeout=5) as rsp:
+            return sorted(json.loads(rsp.read()).get("tags") or [])
+
+
+def _build(cli: Path, root: Path, out: Path, examples: Path) -> Path:
+    run(
+        [
+            str(cli),
+            "xpkg",
+            "build",
+            "--package-root",
+            str(root),
+            "--examples-root",
+            str(examples),
+            "-o",
+            str(out),
+        ],
+        no_network=True,
+    )
+    return out
+
+
+def publish(registry: Registry, workdir: Path) -> dict[str, str]:
+    """Build the Configuration and the provider's package, push all three; the tag each was pushed under."""
+    if not FUNCTION_XPKG.is_file():
+        raise RuntimeError(
+            f"{FUNCTION_XPKG} is not there: run make image first (it builds the runtime image)"
+        )
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    this = release.read()
+    published = this.registry.removeprefix(PUBLISHED)
+    if published == this.registry:
+        raise RuntimeError(f"release.env's REGISTRY {this.registry} is not under {PUBLISHED}")
+    out = Path(tempfile.mkdtemp(prefix="packages-", dir=workdir))
+    none = out / "no-examples"
+    none.mkdir()
+    pushes = {
+        f"{published}/{release.FUNCTION}:{this.version}": FUNCTION_XPKG,
+        f"{published}/{release.CONFIGURATION}:{this.version}": _build(
+            cli, EXAMPLES / "configuration", out / "configuration.xpkg", none
+        ),
+        f"{PROVIDER_PATH}:{RUNNING_PROVIDER.version}": _build(
+            cli,
+            module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package",
+            out / "provider.xpkg",
+            none,
+        ),
+    }
+    for path, xpkg in pushes.items():
+        run([str(cli), "xpkg", "push", "-f", str(xpkg), f"{registry.host}/{path}"])
+    return {path.rsplit(":", 1)[0]: path.rsplit(":", 1)[1] for path in pushes}
+
+
+def install(kube: Kube, registry: Registry) -> Installed:
+    """The Configuration installed by the CLI; wait until it and its dependencies are Healthy and its XRDs offered."""
+    started = time.monotonic()
+    kube.apply(
+        {
+            "apiVersion": "pkg.crossplane.io/v1beta1",
+            "kind": "ImageConfig",
+            "metadata": {"name": "local-registry"},
+            "spec": {
+                "matchImages": [{"type": "Prefix", "prefix": PUBLISHED}],
+                "rewriteImage": {"prefix": f"{registry.host}/"},
+            },
+        }
+    )
+    this = release.read()
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    run([str(cli), "xpkg", "install", "configuration", f"{this.configuration}:{this.version}"])
+    wanted = [
+        ("Configuration", release.CONFIGURATION),
+        ("Function", FUNCTION),
+        ("Provider", "provider-kubernetes"),
+    ]
+    for kind, name in wanted:
+        wait(
+            f"{kind} {name} Healthy",
+            lambda k=kind, n=name: condition(kube.get(PKG_API, k, n), "Healthy").get("status") == "True",
+            INSTALL_TIMEOUT_S,
+            interval=1,
+        )
+    for xrd in ("inferencegateways.ai.example.org", "modelroutes.ai.example.org"):
+        wait(
+            f"XRD {xrd} Established",
+            lambda n=xrd: (
+                condition(
+                    kube.get("apiextensions.crossplane.io/v1", "CompositeResourceDefinition", n),
+                    "Established",
+                ).get("status")
+                == "True"
+            ),
+            INSTALL_TIMEOUT_S,
+            interval=1,
+        )
+    kube.wait_crds_established()
+    got: dict[str, dict[str, Any]] = {f"{k}/{n}": kube.get(PKG_API, k, n) or {} for k, n in wanted}
+    return Installed(
+        packages={key: obj["spec"]["package"] for key, obj in got.items()},
+        images={key: (obj.get("status") or {}).get("resolvedPackage", "") for key, obj in got.items()},
+        seconds=time.monotonic() - started,
+    )
+
+
+def release_line(installed: Installed | None, passed: int, scenarios: int) -> str:
+    """The one line make release-check ends with."""
+    if installed is None:
+        return "release: FAILED: the packages were not installed (the log above says where it stopped)"
+    resolved = ", ".join(f"{key} from {ref}" for key, ref in sorted(installed.images.items()))
+    return (
+        f"release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
+        f"(go-containerregistry {REGISTRY.version}), installed by Crossplane {RUNNING_CROSSPLANE.version}'s "
+        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); the function "
+        f"Crossplane called was the Function package's image, run as its pod's container; {passed} of "
+        f"{scenarios} scenarios passed through it; not run here: the upgrade from v0.1.0 through the package "
+        "manager, multi-arch images"
+    )

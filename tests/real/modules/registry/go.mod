@@ -1,0 +1,5 @@
+module function-gateway-readiness/tests/real/modules/registry
+
+go 1.26
+
+require github.com/google/go-containerregistry v0.22.1
