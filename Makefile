@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image release-check
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image release-check workflows
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -211,6 +211,12 @@ image: $(STAMP)
 release-check: $(STAMP)
 	$(call extras,e2e traffic)
 	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route $(BIN)/python -m tests.real.integration
+
+# The forge's workflows (.github/workflows/) checked by actionlint, built from
+# the Go module proxy (cached like the other components), with the venv's
+# shellcheck for their scripts; one `workflows:` line.
+workflows: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.real.workflows
 
 # Requests through a real Envoy configured from what the function renders:
 # Envoy AI Gateway's standalone runner aigw (built from the Go module proxy,

@@ -885,3 +885,110 @@ def test_a_dead_runs_processes_are_orphans_and_a_live_runs_are_not() -> None:
         16: (1, "/cache-other/x /cache-other/x"),
     }
     assert network.orphans(processes, "/cache") == [10, 11, 12]
+
+
+def _dns_query(name: str, qtype: int = 1) -> bytes:
+    labels = b"".join(bytes([len(part)]) + part.encode() for part in name.split("."))
+    return (
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+        + labels
+        + b"\x00"
+        + qtype.to_bytes(2, "big")
+        + b"\x00\x01"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "ready", "rcode", "want"),
+    [
+        pytest.param(
+            "svc.ns",
+            ["10.0.0.1", "10.0.0.2"],
+            0,
+            ["10.0.0.1", "10.0.0.2"],
+            id="a headless Service's name answers with every ready pod's address",
+        ),
+        pytest.param(
+            "svc.ns", [], 3, [], id="a headless Service with no ready pod is not found, as kube-dns answers"
+        ),
+        pytest.param(
+            "fixed.example", ["10.0.0.9"], 0, ["10.0.0.3"], id="a fixed name answers with its one address"
+        ),
+        pytest.param("other.example", ["10.0.0.9"], 3, [], id="a name nobody gave is not found"),
+    ],
+)
+def test_the_cluster_dns_answers_names_and_headless_services(
+    name: str, ready: list[str], rcode: int, want: list[str]
+) -> None:
+    from tests.real.dns import ClusterDNS  # noqa: PLC0415
+
+    dns = ClusterDNS("127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0, services={"svc.ns": lambda: ready})
+    try:
+        answer = dns.answer(_dns_query(name))
+    finally:
+        dns.stop()
+    assert answer is not None
+    assert answer[3] & 0x0F == rcode
+    count = int.from_bytes(answer[6:8], "big")
+    # Each A record is 16 bytes, its address the last 4.
+    records = answer[len(answer) - 16 * count :]
+    assert [".".join(str(b) for b in records[16 * i + 12 : 16 * i + 16]) for i in range(count)] == want
+
+
+@pytest.mark.parametrize(
+    ("pod", "container", "want"),
+    [
+        pytest.param(
+            {"runAsUser": 2000, "runAsGroup": 2000},
+            {},
+            ["--user", "2000:2000"],
+            id="the pod's user and group run the container, as Crossplane's runtime Deployment sets them",
+        ),
+        pytest.param(
+            {"runAsUser": 2000},
+            {"runAsUser": 3000},
+            ["--user", "3000"],
+            id="the container's user wins over the pod's",
+        ),
+        pytest.param({}, {}, [], id="no user in either leaves the image's own"),
+    ],
+)
+def test_an_image_pod_runs_as_the_user_its_security_contexts_name(
+    pod: dict[str, Any], container: dict[str, Any], want: list[str]
+) -> None:
+    from tests.real.dataplane import _user  # noqa: PLC0415
+
+    assert _user({"spec": {"securityContext": pod}}, {"securityContext": container}) == want
+
+
+def test_a_stamped_component_is_cached_apart_from_an_unstamped_build_of_its_version(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FGR_CACHE_DIR", str(tmp_path))
+    stamped = versions.CROSSPLANE
+    assert stamped.stamp is not None
+    assert (
+        toolchain.binary_path(stamped, "crossplane").parent.name
+        == f"crossplane-core-{stamped.version}-stamped"
+    )
+    assert (
+        toolchain.binary_path(replace(stamped, stamp=None), "crossplane").parent.name
+        == f"crossplane-core-{stamped.version}"
+    )
+
+
+def test_crossplanes_root_ca_key_is_pkcs1_rsa_as_its_package_manager_reads_it() -> None:
+    from cryptography import x509  # noqa: PLC0415
+
+    from tests.pki import CA  # noqa: PLC0415
+
+    ca = CA("crossplane-root-ca", rsa_key=True)
+    assert ca.key_pem.startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    cert, _ = ca.leaf("function-gateway-readiness")
+    x509.load_pem_x509_certificate(cert).verify_directly_issued_by(ca.cert)
+
+
+def test_the_release_line_says_failed_when_nothing_was_installed() -> None:
+    from tests.real.install import release_line  # noqa: PLC0415
+
+    assert release_line(None, 2, 2).startswith("release: FAILED")

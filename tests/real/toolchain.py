@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from tests.real.versions import (
+    ACTIONLINT,
     CONTROLLER_TOOLS,
     CROSSPLANE,
     CROSSPLANE_CLI,
@@ -54,6 +55,7 @@ COMPONENTS = {
         ENVOY_AI_GATEWAY,
         CONTROLLER_TOOLS,
         REGISTRY,
+        ACTIONLINT,
     )
 }
 

@@ -195,6 +195,15 @@ REGISTRY = Component(
 )
 
 
+# Checks the forge's workflows (.github/workflows/): make workflows.
+ACTIONLINT = Component(
+    name="actionlint",
+    module="github.com/rhysd/actionlint",
+    version=PINS["ACTIONLINT_VERSION"],
+    binaries={"actionlint": "github.com/rhysd/actionlint/cmd/actionlint"},
+)
+
+
 # The stack the integration runs: the newest (by default), or with
 # FGR_STACK=oldest the oldest supported (Crossplane, provider-kubernetes, Envoy AI Gateway).
 OLDEST_STACK = os.environ.get("FGR_STACK") == "oldest"
