@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image release-check workflows
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale faults traffic release-refs mutation image release-check workflows release
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -200,6 +200,12 @@ faults: $(STAMP)
 image: $(STAMP)
 	$(call extras,test)
 	$(BIN)/python -m tools.image
+
+# What the forge's tag workflow does, from here: both packages (the Function's
+# with the image `make image` built embedded) pushed to release.env's registry,
+# or REGISTRY=...; credentials from the Docker config. One `release:` line.
+release: $(STAMP)
+	$(BIN)/python -m tools.publish
 
 # Issue #29: the install platform teams run. The packages (the Function's with
 # the image `make image` built embedded) pushed to a registry on loopback;

@@ -26,7 +26,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function.fn import FunctionRunner
 
-FUNCTION_NAME = "function-gateway-readiness"
+FUNCTION_NAME = "example-function-gateway-readiness"
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 # Crossplane stops resolving requirements after this many rounds.
 MAX_ROUNDS = 5

@@ -17,7 +17,7 @@ def test_every_package_reference_follows_release_env() -> None:
 def test_every_place_is_found_exactly_once() -> None:
     current = release.read()
     for place in release.PLACES:
-        assert release.found(place) == [place.render(current)], place.path
+        assert release.found(place) == [place.render(current)] * place.count, place.path
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -63,3 +63,46 @@ def test_a_bad_setting_is_refused_before_anything_is_written(
         release.main(args)
     assert complaint in capsys.readouterr().err
     assert (release.ROOT / "release.env").read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("reference", "want"),
+    [
+        pytest.param(
+            "xpkg.crossplane.io/example/function-gateway-readiness",
+            "example-function-gateway-readiness",
+            id="a package under an organisation is named with it, as the package manager names a dependency",
+        ),
+        pytest.param(
+            "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
+            "crossplane-contrib-provider-kubernetes",
+            id="provider-kubernetes from the Configuration's dependsOn is named with its organisation",
+        ),
+        pytest.param(
+            "ghcr.io/acme/platform/function-gateway-readiness",
+            "acme-platform-function-gateway-readiness",
+            id="every path part below the host becomes part of the name",
+        ),
+        pytest.param(
+            "localhost:5000/function-gateway-readiness",
+            "function-gateway-readiness",
+            id="a registry host with a port is not part of the name",
+        ),
+        pytest.param(
+            "acme/function-gateway-readiness",
+            "acme-function-gateway-readiness",
+            id="a reference without a host keeps its first part",
+        ),
+        pytest.param(
+            "ghcr.io/" + "a" * 70, "a" * 63, id="a repository longer than a DNS label is cut at 63 characters"
+        ),
+        pytest.param(
+            "ghcr.io/Acme_Corp/fn",
+            "cmeorp-fn",
+            id="characters a DNS label cannot hold are dropped, as Crossplane drops them",
+        ),
+    ],
+)
+def test_a_package_is_named_after_its_repository_as_crossplane_names_it(reference: str, want: str) -> None:
+    assert release.installed_name(reference) == want
+

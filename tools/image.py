@@ -426,7 +426,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
-        print(f"image: NOT BUILT: {', '.join(missing)} not installed (Debian: apt-get install {' '.join(missing)})")
+        print(
+            f"image: NOT BUILT: {', '.join(missing)} not installed (Debian: apt-get install {' '.join(missing)})"
+        )
         return 1
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:

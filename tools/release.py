@@ -25,10 +25,49 @@ _REGISTRY = r"[a-z0-9.:/_-]+"
 _VERSION = r"v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?"
 
 
+def dns_label(s: str) -> str:
+    """Crossplane's xpkg.ToDNSLabel (crossplane-runtime v2.4.0, pkg/xpkg/name.go), character for character.
+
+    The package manager names a dependency it installs after its repository
+    (internal/controller/pkg/resolver/reconciler.go, NewPackage): a Function
+    the Configuration pulls in from xpkg.crossplane.io/example/... is named
+    example-function-gateway-readiness, and a Composition must name it so.
+    """
+    out = []
+    for i, ch in enumerate(s[:63]):
+        if "a" <= ch <= "z" or "0" <= ch <= "9":
+            out.append(ch)
+        if ch in "./:-" and i not in (0, 62, len(s) - 1):
+            out.append("-")
+    return "".join(out).strip("-")
+
+
+def installed_name(reference: str) -> str:
+    """The name Crossplane gives a package it installs from reference (no tag): its repository as a DNS label.
+
+    The repository is the reference without the registry host (a first part
+    with a dot or a colon, or localhost), as go-containerregistry's
+    RepositoryStr gives it; the CLI's `xpkg install` names a package the same.
+    """
+    first, _, rest = reference.partition("/")
+    host = rest and ("." in first or ":" in first or first == "localhost")
+    return dns_label(rest if host else reference)
+
+
 @dataclass(frozen=True)
 class Release:
     registry: str
     version: str
+
+    @property
+    def function_name(self) -> str:
+        """The Function's name once installed: what the package manager names it as a dependency.
+
+        The install manifests name it the same, so a Function installed by
+        hand satisfies the Configuration's dependency under the name its
+        Compositions call.
+        """
+        return installed_name(self.function)
 
     @property
     def function(self) -> str:
@@ -46,6 +85,8 @@ class Place:
     # Matches the reference in the file; group 1 is the part that is replaced.
     pattern: str
     render: Callable[[Release], str]
+    # How many times the pattern occurs in the file (each with the same value).
+    count: int = 1
 
 
 def _tagged(release: Release) -> str:
@@ -53,8 +94,26 @@ def _tagged(release: Release) -> str:
 
 
 _TAGGED = rf"({_REGISTRY}/{FUNCTION}:{_VERSION})"
+# The Function's name where it is installed and where Compositions call it.
+_NAME = r"([a-z0-9][a-z0-9-]*)"
+_FUNCTION_OBJECT = rf"kind: Function\nmetadata:\n  name: {_NAME}\n"
+_CALLED = rf"functionRef:\n\s+name: {_NAME}\n"
 PLACES = [
     Place("examples/install/function.yaml", rf"package: {_TAGGED}", _tagged),
+    Place("examples/install/function.yaml", _FUNCTION_OBJECT, lambda r: r.function_name),
+    Place(
+        "examples/install/function.yaml",
+        rf"pkg\.crossplane\.io/function: {_NAME}\n",
+        lambda r: r.function_name,
+        count=2,
+    ),
+    Place("examples/inference-gateway/functions.yaml", _FUNCTION_OBJECT, lambda r: r.function_name),
+    Place("examples/model-route/functions.yaml", _FUNCTION_OBJECT, lambda r: r.function_name),
+    Place("examples/inference-gateway/composition.yaml", _CALLED, lambda r: r.function_name),
+    Place("examples/model-route/composition.yaml", _CALLED, lambda r: r.function_name),
+    Place("examples/configuration/inferencegateway-composition.yaml", _CALLED, lambda r: r.function_name),
+    Place("examples/configuration/modelroute-composition.yaml", _CALLED, lambda r: r.function_name),
+    Place("function/render.py", rf'FUNCTION_NAME = "{_NAME}"\n', lambda r: r.function_name),
     Place("examples/inference-gateway/functions.yaml", rf"package: {_TAGGED}", _tagged),
     Place("examples/model-route/functions.yaml", rf"package: {_TAGGED}", _tagged),
     Place(
@@ -89,8 +148,8 @@ def drift(root: Path = ROOT) -> list[str]:
     out = []
     for place in PLACES:
         got = found(place, root)
-        if got != [place.render(release)]:
-            out.append(f"{place.path}: {got} (want {place.render(release)})")
+        if got != [place.render(release)] * place.count:
+            out.append(f"{place.path}: {got} (want {place.render(release)} x{place.count})")
     return out
 
 

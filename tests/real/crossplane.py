@@ -41,7 +41,9 @@ from tests.real.versions import RUNNING_CROSSPLANE, RUNNING_PROVIDER
 from tests.support import EXAMPLES, ROOT, load_yaml
 from tools import release
 
-FUNCTION = "function-gateway-readiness"
+# The Function's name: what Crossplane's package manager names it when the
+# Configuration pulls it in (tools/release.py), and what the Compositions call.
+FUNCTION = release.read().function_name
 # Crossplane's XR watch circuit breaker (v2.2: a burst of 50 composed-resource
 # updates, then one per 2 s, else the XR is reconciled only every 30 s for 5
 # minutes) opens on an InferenceGateway: its observer Object changes with
@@ -222,7 +224,7 @@ class CrossplaneStack:
                 "WEBHOOK_PORT": str(ports[0]),
                 "METRICS_PORT": str(ports[1]),
                 "HEALTH_PROBE_PORT": str(ports[2]),
-                "XPKG_CACHE_DIR": str(self.dir / "xpkg-cache"),
+                "XPKG_CACHE_DIR": str(self._xpkg_cache()),
             },
             ports=ports,
         )
@@ -259,6 +261,14 @@ class CrossplaneStack:
             revision,
             {"endpoint": self.function_endpoint, "capabilities": ["composition"]},
         )
+
+    def _xpkg_cache(self) -> Path:
+        # The package manager does not make its cache folder (in a pod it is an
+        # emptyDir): without it every package failed to unpack with "io:
+        # read/write on closed pipe" (make release-check, 2026-12-04).
+        cache = self.dir / "xpkg-cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        return cache
 
     def _provider(self) -> None:
         # The provider's identity for what it applies and observes: the

@@ -19,10 +19,8 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +31,9 @@ from tests.real.kube import Kube, condition, wait
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.versions import CROSSPLANE_CLI, REGISTRY, RUNNING_CROSSPLANE, RUNNING_PROVIDER
-from tests.support import EXAMPLES, ROOT
+from tools import publish as publish_ours
 from tools import release
 
-# Where `make image` leaves the Function package with its runtime image embedded.
-FUNCTION_XPKG = ROOT / "_output" / "image" / "function-gateway-readiness.xpkg"
 # The prefix every package this install pulls is published under (release.env,
 # and provider-kubernetes' own), rewritten to the local registry.
 PUBLISHED = "xpkg.crossplane.io/"
@@ -70,61 +66,32 @@ class Registry:
         self.sup.wait_until(proc, "the registry listening", lambda: port_open(self.port))
         return self
 
-    def tags(self, repository: str) -> list[str]:
-        with urllib.request.urlopen(f"http://{self.host}/v2/{repository}/tags/list", timeout=5) as rsp:
-            return sorted(json.loads(rsp.read()).get("tags") or [])
 
-
-def _build(cli: Path, root: Path, out: Path, examples: Path) -> Path:
-    run(
-        [
-            str(cli),
-            "xpkg",
-            "build",
-            "--package-root",
-            str(root),
-            "--examples-root",
-            str(examples),
-            "-o",
-            str(out),
-        ],
-        no_network=True,
-    )
-    return out
-
-
-def publish(registry: Registry, workdir: Path) -> dict[str, str]:
-    """Build the Configuration and the provider's package, push all three; the tag each was pushed under."""
-    if not FUNCTION_XPKG.is_file():
-        raise RuntimeError(
-            f"{FUNCTION_XPKG} is not there: run make image first (it builds the runtime image)"
-        )
+def publish(registry: Registry, workdir: Path) -> None:
+    """Both packages of ours pushed as `make release` pushes them, and provider-kubernetes built from its module."""
     cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
     this = release.read()
     published = this.registry.removeprefix(PUBLISHED)
     if published == this.registry:
         raise RuntimeError(f"release.env's REGISTRY {this.registry} is not under {PUBLISHED}")
     out = Path(tempfile.mkdtemp(prefix="packages-", dir=workdir))
-    none = out / "no-examples"
-    none.mkdir()
-    pushes = {
-        f"{published}/{release.FUNCTION}:{this.version}": FUNCTION_XPKG,
-        f"{published}/{release.CONFIGURATION}:{this.version}": _build(
-            cli, EXAMPLES / "configuration", out / "configuration.xpkg", none
-        ),
-        f"{PROVIDER_PATH}:{RUNNING_PROVIDER.version}": _build(
-            cli,
-            module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package",
-            out / "provider.xpkg",
-            none,
-        ),
-    }
-    for path, xpkg in pushes.items():
-        run([str(cli), "xpkg", "push", "-f", str(xpkg), f"{registry.host}/{path}"])
-    return {path.rsplit(":", 1)[0]: path.rsplit(":", 1)[1] for path in pushes}
+    publish_ours.push(cli, f"{registry.host}/{published}", this.version, out)
+    provider = publish_ours.build(
+        cli, module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package", out / "provider.xpkg"
+    )
+    run(
+        [
+            str(cli),
+            "xpkg",
+            "push",
+            "-f",
+            str(provider),
+            f"{registry.host}/{PROVIDER_PATH}:{RUNNING_PROVIDER.version}",
+        ]
+    )
 
 
-def install(kube: Kube, registry: Registry) -> Installed:
+def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
     """The Configuration installed by the CLI; wait until it and its dependencies are Healthy and its XRDs offered."""
     started = time.monotonic()
     kube.apply(
@@ -140,11 +107,15 @@ def install(kube: Kube, registry: Registry) -> Installed:
     )
     this = release.read()
     cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
-    run([str(cli), "xpkg", "install", "configuration", f"{this.configuration}:{this.version}"])
+    run(
+        [str(cli), "xpkg", "install", "configuration", f"{this.configuration}:{this.version}"],
+        env={"KUBECONFIG": str(kubeconfig)},
+    )
+    # Named as the CLI and the package manager name them: after each package's repository.
     wanted = [
-        ("Configuration", release.CONFIGURATION),
+        ("Configuration", release.installed_name(this.configuration)),
         ("Function", FUNCTION),
-        ("Provider", "provider-kubernetes"),
+        ("Provider", release.installed_name(PUBLISHED + PROVIDER_PATH)),
     ]
     for kind, name in wanted:
         wait(

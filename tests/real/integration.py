@@ -114,6 +114,8 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
     env: Env | None = None
     vllm: Upstream | None = None
     dns: ClusterDNS | None = None
+    # Stopped in teardown even when the run fails before Env exists (the package install).
+    plane: DataPlane | None = None
     try:
         lab.up()
         cp = ControlPlane(workdir / "cluster", sup, host=lab.host_ip)
@@ -182,7 +184,7 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         if PACKAGE_INSTALL:
             registry = install.Registry(sup).start()
             install.publish(registry, workdir)
-            installed = install.install(kube, registry)
+            installed = install.install(kube, cp.kubeconfig, registry)
         # Every component (not the pods' containers: the data plane is their
         # kubelet) is started again when it exits on its own.
         sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))
@@ -196,7 +198,8 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         if env is not None:
             env.stop()
             env.prober.stop()
-            env.plane.stop()
+        if plane is not None:
+            plane.stop()
         if vllm is not None:
             vllm.stop()
         if dns is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -26,10 +27,15 @@ def isolated(cmd: list[str]) -> list[str]:
     return cmd
 
 
-def run(cmd: list[str], *, no_network: bool = False) -> str:
+def run(cmd: list[str], *, no_network: bool = False, env: dict[str, str] | None = None) -> str:
     """stdout of the command, run from the project root; ConformanceError with its output if it fails."""
     out = subprocess.run(
-        isolated(cmd) if no_network else cmd, cwd=ROOT, capture_output=True, text=True, check=False
+        isolated(cmd) if no_network else cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env} if env else None,
     )
     if out.returncode != 0:
         raise ConformanceError(
