@@ -105,4 +105,3 @@ def test_a_bad_setting_is_refused_before_anything_is_written(
 )
 def test_a_package_is_named_after_its_repository_as_crossplane_names_it(reference: str, want: str) -> None:
     assert release.installed_name(reference) == want
-

@@ -19,14 +19,17 @@
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.real import toolchain
 from tests.real.crossplane import FUNCTION, module_dir
+from tests.real.dataplane import PODMAN, DataPlane
 from tests.real.kube import Kube, condition, wait
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
@@ -50,6 +53,8 @@ class Installed:
     packages: dict[str, str]  # kind/name -> the package it installed (spec.package)
     images: dict[str, str]  # kind/name -> status.resolvedPackage (the rewritten reference)
     seconds: float
+    pushed: str  # the Function package's manifest digest in the registry
+    served: str = ""  # the image digest of the container the Function's pod ran (served_by)
 
 
 class Registry:
@@ -65,6 +70,20 @@ class Registry:
         proc = self.sup.start("registry", [str(binary), "-port", str(self.port)], ports=[self.port])
         self.sup.wait_until(proc, "the registry listening", lambda: port_open(self.port))
         return self
+
+    def digest(self, path: str) -> str:
+        """The manifest digest a reference (path:tag) resolves to, as a client pulling it sees it."""
+        name, tag = path.rsplit(":", 1)
+        request = urllib.request.Request(
+            f"http://{self.host}/v2/{name}/manifests/{tag}",
+            method="HEAD",
+            headers={
+                "Accept": "application/vnd.oci.image.manifest.v1+json, "
+                "application/vnd.docker.distribution.manifest.v2+json"
+            },
+        )
+        with urllib.request.urlopen(request, timeout=5) as rsp:  # noqa: S310 - http, the run's own registry
+            return str(rsp.headers["Docker-Content-Digest"])
 
 
 def publish(registry: Registry, workdir: Path) -> None:
@@ -89,6 +108,33 @@ def publish(registry: Registry, workdir: Path) -> None:
             f"{registry.host}/{PROVIDER_PATH}:{RUNNING_PROVIDER.version}",
         ]
     )
+
+
+def served_by(plane: DataPlane) -> str:
+    """The image digest podman ran as the Function's pod's container; empty if no such container ran."""
+    names = [
+        name
+        for sb in plane.sandboxes.values()
+        if sb.labels.get(FUNCTION_LABEL) == FUNCTION
+        for name in sb.images
+    ]
+    digests = {
+        subprocess.run(
+            [*PODMAN, "inspect", "--format", "{{.ImageDigest}}", name],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        for name in names
+    }
+    return digests.pop() if len(digests) == 1 else ", ".join(sorted(digests))
+
+
+def with_served(installed: Installed | None, plane: DataPlane) -> Installed | None:
+    """The install, with the digest its Function's pod ran, read while the pod still runs."""
+    if installed is not None:
+        installed.served = served_by(plane)
+    return installed
 
 
 def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
@@ -143,6 +189,9 @@ def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
         packages={key: obj["spec"]["package"] for key, obj in got.items()},
         images={key: (obj.get("status") or {}).get("resolvedPackage", "") for key, obj in got.items()},
         seconds=time.monotonic() - started,
+        pushed=registry.digest(
+            f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{this.version}"
+        ),
     )
 
 
@@ -151,11 +200,21 @@ def release_line(installed: Installed | None, passed: int, scenarios: int) -> st
     if installed is None:
         return "release: FAILED: the packages were not installed (the log above says where it stopped)"
     resolved = ", ".join(f"{key} from {ref}" for key, ref in sorted(installed.images.items()))
+    served = (
+        f"the function Crossplane called ran {installed.served}, the Function package's digest in the registry"
+        if installed.served == installed.pushed
+        else f"FAILED: the function's pod ran {installed.served or 'no container'}, "
+        f"not the Function package pushed ({installed.pushed})"
+    )
     return (
         f"release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
         f"(go-containerregistry {REGISTRY.version}), installed by Crossplane {RUNNING_CROSSPLANE.version}'s "
-        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); the function "
-        f"Crossplane called was the Function package's image, run as its pod's container; {passed} of "
-        f"{scenarios} scenarios passed through it; not run here: the upgrade from v0.1.0 through the package "
-        "manager, multi-arch images"
+        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); {served}, run "
+        f"by podman as its pod's container; {passed} of {scenarios} scenarios passed through it; not run here: "
+        "the upgrade from v0.1.0 through the package manager, the provider's own image, multi-arch images"
     )
+
+
+def proven(installed: Installed | None) -> bool:
+    """Installed, and the function that answered was the pushed package's image."""
+    return installed is not None and bool(installed.served) and installed.served == installed.pushed
