@@ -212,11 +212,12 @@ release: $(STAMP)
 # `crossplane xpkg install configuration` on the real control plane; Crossplane's
 # package manager resolves the Function and provider-kubernetes from there; the
 # function it calls is that image, run as its pod's container; then a gateway
-# and a route compose and serve. Needs root and `make image` first; one
+# and a route compose and serve, and the Function is upgraded to a new
+# revision through the package manager with nothing composed lost. Needs root and `make image` first; one
 # `release:` line (tests/real/install.py).
 release-check: $(STAMP)
 	$(call extras,e2e traffic)
-	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route $(BIN)/python -m tests.real.integration
+	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route,function_revision_upgraded $(BIN)/python -m tests.real.integration
 
 # The forge's workflows (.github/workflows/) checked by actionlint, built from
 # the Go module proxy (cached like the other components), with the venv's

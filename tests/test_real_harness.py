@@ -988,7 +988,50 @@ def test_crossplanes_root_ca_key_is_pkcs1_rsa_as_its_package_manager_reads_it() 
     x509.load_pem_x509_certificate(cert).verify_directly_issued_by(ca.cert)
 
 
-def test_the_release_line_says_failed_when_nothing_was_installed() -> None:
-    from tests.real.install import release_line  # noqa: PLC0415
+def _installed(served: str) -> report.Installed:
+    return report.Installed(packages={}, images={}, seconds=1.0, pushed="sha256:pushed", served=served)
 
-    assert release_line(None, 2, 2).startswith("release: FAILED")
+
+@pytest.mark.parametrize(
+    ("installed", "ok", "says"),
+    [
+        pytest.param(None, False, "release: FAILED", id="nothing installed fails and says so"),
+        pytest.param(
+            _installed("sha256:pushed"),
+            True,
+            "ran sha256:pushed, the Function package's digest",
+            id="the pushed digest served passes",
+        ),
+        pytest.param(
+            _installed("sha256:other"),
+            False,
+            "FAILED: the function's pod ran sha256:other",
+            id="another image served fails, naming both digests",
+        ),
+        pytest.param(
+            _installed(""),
+            False,
+            "FAILED: the function's pod ran no container",
+            id="no container served fails",
+        ),
+    ],
+)
+def test_the_release_line_passes_only_when_the_pushed_package_served(
+    installed: report.Installed | None, ok: bool, says: str
+) -> None:
+    assert report.proven(installed) is ok
+    assert says in report.release_line(installed, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("listed", "want"),
+    [
+        pytest.param(
+            "c1 12\nc2 34\n", ["c2"], id="a container of a dead run is removed and a live run's kept"
+        ),
+        pytest.param("c1 <no value>\n", [], id="a line without a tag is not a container of ours"),
+        pytest.param("c1 x12\n", ["c1"], id="a tag that is not a run's number is no live run's"),
+    ],
+)
+def test_a_dead_runs_podman_containers_are_found_by_their_run_label(listed: str, want: list[str]) -> None:
+    assert network.dead_containers(listed, {12}) == want

@@ -94,6 +94,11 @@ def test_a_bad_setting_is_refused_before_anything_is_written(
             id="a reference without a host keeps its first part",
         ),
         pytest.param(
+            "docker.io/function-gateway-readiness",
+            "library-function-gateway-readiness",
+            id="a one-part repository on Docker Hub is under library/, as go-containerregistry reads it",
+        ),
+        pytest.param(
             "ghcr.io/" + "a" * 70, "a" * 63, id="a repository longer than a DNS label is cut at 63 characters"
         ),
         pytest.param(

@@ -12,6 +12,7 @@ a registry on loopback and installs from there.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +22,8 @@ from tools import release
 ROOT = Path(__file__).resolve().parent.parent
 # Where `make image` leaves the Function package with its runtime image embedded.
 FUNCTION_XPKG = ROOT / "_output" / "image" / f"{release.FUNCTION}.xpkg"
+# The runtime image as `docker save` writes it, which `xpkg build --embed-runtime-image-tarball` reads.
+RUNTIME_TARBALL = ROOT / "_output" / "image" / f"{release.FUNCTION}.docker.tar"
 
 
 def build(cli: Path, root: Path, out: Path) -> Path:
@@ -53,6 +56,15 @@ def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
     if not FUNCTION_XPKG.is_file():
         raise RuntimeError(
             f"{FUNCTION_XPKG} is not there: run make image first (it builds the runtime image)"
+        )
+    commit = FUNCTION_XPKG.parent / "commit"
+    built = commit.read_text().strip() if commit.is_file() else ""
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if built != head:
+        raise RuntimeError(
+            f"{FUNCTION_XPKG} was built from commit {built or 'unknown'}, HEAD is {head}: run make image again"
         )
     packages = {
         f"{registry}/{release.FUNCTION}:{version}": FUNCTION_XPKG,

@@ -51,7 +51,11 @@ def installed_name(reference: str) -> str:
     """
     first, _, rest = reference.partition("/")
     host = rest and ("." in first or ":" in first or first == "localhost")
-    return dns_label(rest if host else reference)
+    repository = rest if host else reference
+    # Docker Hub's official images: go-containerregistry puts a one-part repository there under library/.
+    if (not host or first in ("docker.io", "index.docker.io")) and "/" not in repository:
+        repository = f"library/{repository}"
+    return dns_label(repository)
 
 
 @dataclass(frozen=True)

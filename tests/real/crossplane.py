@@ -205,9 +205,11 @@ class CrossplaneStack:
                 *PRIVATE_MOUNTS,
                 "sh",
                 "-c",
-                'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
+                # Installed by the package manager, the Function's Service is the cluster DNS's to answer.
+                'mount --bind "$0" /etc/hosts && { [ -z "$1" ] || mount --bind "$1" /etc/resolv.conf; } '
+                '&& shift && exec "$@"',
                 str(hosts),
-                str(resolv),
+                str(resolv) if self.package else "",
                 str(toolchain.ensure(RUNNING_CROSSPLANE, "crossplane")),
                 "core",
                 "start",

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.real.network import claim_block, release_block, remove_pair, run_tag
+from tests.real.network import RUN_LABEL, claim_block, release_block, remove_pair, run_tag
 from tests.real.process import ConformanceError
 from tests.real.processes import PRIVATE_MOUNTS, Process, Supervisor, free_port
 from tools.image import LIMITS as PODMAN_LIMITS
@@ -223,6 +223,11 @@ class DataPlane:
         svc.start()
         self.services.append(svc)
         return svc
+
+    def running(self) -> list[Sandbox]:
+        """The pods this kubelet runs now, read under its lock."""
+        with self._lock:
+            return list(self.sandboxes.values())
 
     def endpoints(self, selector: Mapping[str, str]) -> list[str]:
         with self._lock:
@@ -461,6 +466,9 @@ class DataPlane:
             "--replace",
             "--name",
             name,
+            # The run's tag: network.reap removes a dead run's containers by it.
+            "--label",
+            f"{RUN_LABEL}={self._tag}",
             "--network",
             f"ns:/run/netns/{sb.netns}",
             *PODMAN_LIMITS,
@@ -606,9 +614,13 @@ class DataPlane:
                 self.sup.stop(proc)
             for name in sb.images:
                 # podman stopped by SIGKILL leaves its container behind: gone with the pod.
-                subprocess.run(
-                    [*PODMAN, "rm", "--force", "--time", "0", name], capture_output=True, check=False
-                )
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    subprocess.run(
+                        [*PODMAN, "rm", "--force", "--time", "0", name],
+                        capture_output=True,
+                        check=False,
+                        timeout=60,
+                    )
             remove_pair(sb.host_if, sb.netns)
             with self._lock:
                 self._free.append(sb.index)

@@ -51,7 +51,10 @@ class ClusterDNS:
                 query, peer = self._sock.recvfrom(512)
             except OSError:
                 return
-            answer = self.answer(query)
+            try:
+                answer = self.answer(query)
+            except Exception:  # a service's lookup failing must not stop every pod's DNS
+                answer = None
             if answer is not None:
                 self._sock.sendto(answer, peer)
 

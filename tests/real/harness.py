@@ -16,11 +16,10 @@ from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.real import versions
 from tests.real.dataplane import DataPlane
 from tests.real.envoy import AIGW_CONTROLLER, EG_NS, EnvoyStack
-from tests.real.install import Installed
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober
 from tests.real.processes import Supervisor
-from tests.real.report import Report, conflicted, stuck_on_finalizer, ts
+from tests.real.report import Installed, Report, conflicted, stuck_on_finalizer, ts
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 

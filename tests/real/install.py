@@ -19,11 +19,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ from tests.real.dataplane import PODMAN, DataPlane
 from tests.real.kube import Kube, condition, wait
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
-from tests.real.versions import CROSSPLANE_CLI, REGISTRY, RUNNING_CROSSPLANE, RUNNING_PROVIDER
+from tests.real.report import Installed
+from tests.real.versions import CROSSPLANE_CLI, REGISTRY, RUNNING_PROVIDER
+from tests.support import ROOT
 from tools import publish as publish_ours
 from tools import release
 
@@ -46,17 +48,6 @@ INSTALL_TIMEOUT_S = 300
 PKG_API = "pkg.crossplane.io/v1"
 
 
-@dataclass
-class Installed:
-    """What the package manager did, for the `release:` line."""
-
-    packages: dict[str, str]  # kind/name -> the package it installed (spec.package)
-    images: dict[str, str]  # kind/name -> status.resolvedPackage (the rewritten reference)
-    seconds: float
-    pushed: str  # the Function package's manifest digest in the registry
-    served: str = ""  # the image digest of the container the Function's pod ran (served_by)
-
-
 class Registry:
     """go-containerregistry's registry on loopback: plain HTTP, which Crossplane and the CLI use for localhost."""
 
@@ -64,6 +55,14 @@ class Registry:
         self.sup = sup
         self.port = free_port()
         self.host = f"localhost:{self.port}"
+
+    @classmethod
+    def at(cls, host: str) -> Registry:
+        """The running registry at host (localhost:port), for a scenario that pushes to it."""
+        found = cls.__new__(cls)
+        found.host = host
+        found.port = int(host.rsplit(":", 1)[1])
+        return found
 
     def start(self) -> Registry:
         binary = toolchain.ensure(REGISTRY, "registry")
@@ -110,13 +109,45 @@ def publish(registry: Registry, workdir: Path) -> None:
     )
 
 
+def publish_revision(registry: Registry, tag: str, workdir: Path) -> str:
+    """A second revision of the Function package, pushed under tag; its digest.
+
+    The same runtime image and code, with the package metadata annotated with
+    the tag, so the package's digest (and so Crossplane's revision) is new:
+    what a platform team's upgrade to the next release does to the package
+    manager, without a second build of the code.
+    """
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    root = workdir / f"package-{tag}"
+    shutil.copytree(ROOT / "package", root, dirs_exist_ok=True)
+    meta = root / "crossplane.yaml"
+    meta.write_text(
+        meta.read_text().replace("  annotations:\n", f"  annotations:\n    fgr.test/revision: {tag}\n", 1)
+    )
+    out = workdir / f"function-{tag}.xpkg"
+    run(
+        [
+            str(cli),
+            "xpkg",
+            "build",
+            "--package-root",
+            str(root),
+            "--embed-runtime-image-tarball",
+            str(publish_ours.RUNTIME_TARBALL),
+            "-o",
+            str(out),
+        ],
+        no_network=True,
+    )
+    path = f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{tag}"
+    run([str(cli), "xpkg", "push", "-f", str(out), f"{registry.host}/{path}"])
+    return registry.digest(path)
+
+
 def served_by(plane: DataPlane) -> str:
     """The image digest podman ran as the Function's pod's container; empty if no such container ran."""
     names = [
-        name
-        for sb in plane.sandboxes.values()
-        if sb.labels.get(FUNCTION_LABEL) == FUNCTION
-        for name in sb.images
+        name for sb in plane.running() if sb.labels.get(FUNCTION_LABEL) == FUNCTION for name in sb.images
     ]
     digests = {
         subprocess.run(
@@ -127,6 +158,7 @@ def served_by(plane: DataPlane) -> str:
         ).stdout.strip()
         for name in names
     }
+    digests.discard("")  # a container that exited since the list: not one that served
     return digests.pop() if len(digests) == 1 else ", ".join(sorted(digests))
 
 
@@ -189,32 +221,8 @@ def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
         packages={key: obj["spec"]["package"] for key, obj in got.items()},
         images={key: (obj.get("status") or {}).get("resolvedPackage", "") for key, obj in got.items()},
         seconds=time.monotonic() - started,
+        registry=registry.host,
         pushed=registry.digest(
             f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{this.version}"
         ),
     )
-
-
-def release_line(installed: Installed | None, passed: int, scenarios: int) -> str:
-    """The one line make release-check ends with."""
-    if installed is None:
-        return "release: FAILED: the packages were not installed (the log above says where it stopped)"
-    resolved = ", ".join(f"{key} from {ref}" for key, ref in sorted(installed.images.items()))
-    served = (
-        f"the function Crossplane called ran {installed.served}, the Function package's digest in the registry"
-        if installed.served == installed.pushed
-        else f"FAILED: the function's pod ran {installed.served or 'no container'}, "
-        f"not the Function package pushed ({installed.pushed})"
-    )
-    return (
-        f"release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
-        f"(go-containerregistry {REGISTRY.version}), installed by Crossplane {RUNNING_CROSSPLANE.version}'s "
-        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); {served}, run "
-        f"by podman as its pod's container; {passed} of {scenarios} scenarios passed through it; not run here: "
-        "the upgrade from v0.1.0 through the package manager, the provider's own image, multi-arch images"
-    )
-
-
-def proven(installed: Installed | None) -> bool:
-    """Installed, and the function that answered was the pushed package's image."""
-    return installed is not None and bool(installed.served) and installed.served == installed.pushed

@@ -41,7 +41,7 @@ from tests.real.kube import Kube
 from tests.real.network import Lab
 from tests.real.prober import Prober, Totals
 from tests.real.processes import Supervisor, stop_cleanly_on_sigterm
-from tests.real.report import faults_line, versions_line
+from tests.real.report import Installed, faults_line, proven, release_line, versions_line
 from tests.real.scenarios_auth import caller_auth
 from tests.real.scenarios_faults import FAULTS
 from tests.real.scenarios_gateway import (
@@ -56,6 +56,7 @@ from tests.real.scenarios_gateway import (
     node_port,
     route_not_allowed,
 )
+from tests.real.scenarios_install import function_revision_upgraded
 from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
@@ -104,7 +105,12 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
 PACKAGE_INSTALL = os.environ.get("FGR_INSTALL") == "package"
 
 # Run only when named in FGR_SCENARIOS: minutes each (make scale, make faults).
-ON_REQUEST: list[Callable[[Env, Report], None]] = [rollout_at_scale, ai_gateway_upgraded, *FAULTS]
+ON_REQUEST: list[Callable[[Env, Report], None]] = [
+    rollout_at_scale,
+    ai_gateway_upgraded,
+    function_revision_upgraded,
+    *FAULTS,
+]
 
 
 @contextmanager
@@ -159,7 +165,9 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
             lab.host_ip,
             names,
             # The Function's headless Service: its runtime pods' addresses (package installs only).
-            services={FUNCTION_SERVICE: lambda: plane.endpoints(function_pods)} if PACKAGE_INSTALL else None,
+            services={FUNCTION_SERVICE: lambda: plane.endpoints(function_pods) if plane else []}
+            if PACKAGE_INSTALL
+            else None,
         ).start()
         plane = DataPlane(
             Kube(cp.kubeconfig),
@@ -271,7 +279,7 @@ def main() -> int:
     reports: list[Report] = []
     totals: list[Totals] = []
     released = 0
-    installed: install.Installed | None = None
+    installed: Installed | None = None
     started = time.monotonic()
     try:
         # The function logs every call where calls are counted: faults, and make scale's costs.
@@ -348,12 +356,12 @@ def main() -> int:
         f"finalizers released {released} (envoyproxy/ai-gateway#2565); {truth}"
     )
     if PACKAGE_INSTALL:
-        print(install.release_line(installed, passed, len(chosen)))
+        print(release_line(installed, passed, len(chosen)))
     faults = [r for r in reports if r.fault]
     wanted = [s for s in chosen if s in FAULTS]
     if wanted:
         print(faults_line(faults, len(wanted), t.lying))
-    return 0 if passed == len(chosen) and (install.proven(installed) or not PACKAGE_INSTALL) else 1
+    return 0 if passed == len(chosen) and (proven(installed) or not PACKAGE_INSTALL) else 1
 
 
 if __name__ == "__main__":

@@ -109,13 +109,50 @@ def _processes() -> dict[int, tuple[int, str]]:
     return out
 
 
+# The podman label on an image pod's containers (tests/real/dataplane.py): the run's tag.
+RUN_LABEL = "fgr.run"
+
+
+def dead_containers(listed: str, live_tags: set[int]) -> list[str]:
+    """IDs of containers whose run tag (from `podman ps` lines "<id> <tag>") is no live run's."""
+    rows = [line.split() for line in listed.splitlines()]
+    return [
+        row[0] for row in rows if len(row) == 2 and (not row[1].isdigit() or int(row[1]) not in live_tags)
+    ]
+
+
+def _reap_containers(live_tags: set[int]) -> None:
+    """A dead run's podman containers: their conmon keeps running, parented by nothing reap kills."""
+    if shutil.which("podman") is None:
+        return
+    label = f'{{{{.ID}}}} {{{{index .Labels "{RUN_LABEL}"}}}}'
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        listed = subprocess.run(
+            ["podman", "ps", "--all", "--filter", f"label={RUN_LABEL}", "--format", label],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        ).stdout
+        dead = dead_containers(listed, live_tags)
+        if dead:
+            subprocess.run(
+                ["podman", "rm", "--force", "--time", "0", *dead],
+                capture_output=True,
+                check=False,
+                timeout=60,
+            )
+
+
 def reap() -> list[str]:
     """Remove what runs that are gone left behind: their processes (which outlive a SIGKILL of the
-    harness, each in a session of its own), their claims and their namespaces (a veth goes with its peer)."""
+    harness, each in a session of its own), their podman containers, their claims and their
+    namespaces (a veth goes with its peer)."""
     for pid in orphans(_processes(), str(toolchain.cache_root())):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     live_tags = reap_claims()
+    _reap_containers(live_tags)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     reaped = []
     for line in listed.splitlines():

@@ -141,3 +141,43 @@ def scale_line(n: int, follow: list[float], back: float, creation: Phase, rollou
         f"{rollout.per_route(sum(rollout.requests.values())):.0f} ({rollout.per_route(rollout.writes()):.0f} writes); "
         f"cpu s per 100 routes per transition: {cpu}"
     )
+
+
+@dataclass
+class Installed:
+    """What the package manager did, for the `release:` line."""
+
+    packages: dict[str, str]  # kind/name -> the package it installed (spec.package)
+    images: dict[str, str]  # kind/name -> status.resolvedPackage (the rewritten reference)
+    seconds: float
+    pushed: str  # the Function package's manifest digest in the registry
+    registry: str = ""  # the registry's host:port
+    served: str = ""  # the image digest of the container the Function's pod ran (served_by)
+    # What function_revision_upgraded found, for the release line.
+    upgrade: str = ""
+
+
+def release_line(installed: Installed | None, passed: int, scenarios: int) -> str:
+    """The one line make release-check ends with."""
+    if installed is None:
+        return "release: FAILED: the packages were not installed (the log above says where it stopped)"
+    resolved = ", ".join(f"{key} from {ref}" for key, ref in sorted(installed.images.items()))
+    served = (
+        f"the function Crossplane called ran {installed.served}, the Function package's digest in the registry"
+        if installed.served == installed.pushed
+        else f"FAILED: the function's pod ran {installed.served or 'no container'}, "
+        f"not the Function package pushed ({installed.pushed})"
+    )
+    return (
+        f"release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
+        f"(go-containerregistry {versions.REGISTRY.version}), installed by Crossplane {versions.RUNNING_CROSSPLANE.version}'s "
+        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); {served}, run "
+        f"by podman as its pod's container; {passed} of {scenarios} scenarios passed through it"
+        f"{'; ' + installed.upgrade if installed.upgrade else ''}; not run here: an upgrade between releases of "
+        "different code through the package manager, the provider's own image, multi-arch images"
+    )
+
+
+def proven(installed: Installed | None) -> bool:
+    """Installed, and the function that answered was the pushed package's image."""
+    return installed is not None and bool(installed.served) and installed.served == installed.pushed

@@ -165,6 +165,15 @@ def ensure(component: Component, binary: str) -> Path:
     if out.returncode != 0:
         partial.unlink(missing_ok=True)
         raise ToolchainError(f"go build {package}@{component.version} failed:\n{out.stderr[-4000:]}")
+    if component.stamp:
+        # -X on a variable that is not linked is ignored silently: ask the binary.
+        said = subprocess.run([str(partial), "--version"], capture_output=True, text=True, check=False)
+        if said.stdout.strip() != component.version:
+            partial.unlink(missing_ok=True)
+            raise ToolchainError(
+                f"{binary} built with {component.stamp}={component.version} says it is "
+                f"{said.stdout.strip() or said.stderr.strip()!r}: the stamp did not take"
+            )
     partial.rename(path)
     seconds = time.monotonic() - started
     (path.parent / f"{binary}.build-seconds").write_text(f"{seconds:.0f}\n")
