@@ -150,7 +150,7 @@ class Installed:
     packages: dict[str, str]  # kind/name -> the package it installed (spec.package)
     images: dict[str, str]  # kind/name -> status.resolvedPackage (the rewritten reference)
     seconds: float
-    pushed: str  # the Function package's manifest digest in the registry
+    pushed: str  # the manifest digest in the registry of the package the Function names
     registry: str = ""  # the registry's host:port
     served: str = ""  # the image digest of the container the Function's pod ran (served_by)
     # What function_revision_upgraded found, for the release line.

@@ -125,4 +125,6 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
         f"{switched:.0f} s with every one of {len(before)} composed Objects kept"
     )
     installed.upgrade = note
+    # The package the Function names now: the release line checks its pod serves this one.
+    installed.pushed = digest
     r.notes.append(note)
