@@ -399,11 +399,11 @@ def check_renders(image: Image) -> tuple[list[str], int]:
 def function_package(image: Image, out: Path) -> list[str]:
     """The Function package with the image embedded, built by the real CLI; what is wrong with it."""
     from tests.real import toolchain  # noqa: PLC0415
-    from tests.real.packages import _layers, _xpkg_build_embedding  # noqa: PLC0415
+    from tests.real.packages import _layers, xpkg_build  # noqa: PLC0415
     from tests.real.versions import CROSSPLANE_CLI  # noqa: PLC0415
 
     cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
-    _xpkg_build_embedding(cli, image.docker_archive, out)
+    xpkg_build(cli, ROOT / "package", out, embed=image.docker_archive)
     with tarfile.open(out) as xpkg:
         manifest = json.loads(xpkg.extractfile("manifest.json").read())  # type: ignore[union-attr]
         config = json.loads(xpkg.extractfile(manifest[0]["Config"]).read())  # type: ignore[union-attr]

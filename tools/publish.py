@@ -26,31 +26,9 @@ FUNCTION_XPKG = ROOT / "_output" / "image" / f"{release.FUNCTION}.xpkg"
 RUNTIME_TARBALL = ROOT / "_output" / "image" / f"{release.FUNCTION}.docker.tar"
 
 
-def build(cli: Path, root: Path, out: Path) -> Path:
-    """A package from its root, with no examples (an empty examples root: the default reads ./examples)."""
-    from tests.real.process import run  # noqa: PLC0415 - the harness's runner, only when building
-
-    examples = out.with_suffix(".no-examples")
-    examples.mkdir(parents=True, exist_ok=True)
-    run(
-        [
-            str(cli),
-            "xpkg",
-            "build",
-            "--package-root",
-            str(root),
-            "--examples-root",
-            str(examples),
-            "-o",
-            str(out),
-        ],
-        no_network=True,
-    )
-    return out
-
-
 def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
     """Both packages pushed under registry; the references pushed."""
+    from tests.real.packages import xpkg_build  # noqa: PLC0415
     from tests.real.process import run  # noqa: PLC0415
 
     if not FUNCTION_XPKG.is_file():
@@ -68,7 +46,7 @@ def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
         )
     packages = {
         f"{registry}/{release.FUNCTION}:{version}": FUNCTION_XPKG,
-        f"{registry}/{release.CONFIGURATION}:{version}": build(
+        f"{registry}/{release.CONFIGURATION}:{version}": xpkg_build(
             cli, ROOT / "examples" / "configuration", workdir / "configuration.xpkg"
         ),
     }

@@ -59,6 +59,8 @@ OBSERVE_GATEWAY = os.environ.get("FGR_OBSERVE_GATEWAY", "1") != "0"
 # (internal/controller/pkg/runtime, Crossplane v2.4.0); Crossplane dials it
 # round_robin, waitForReady (internal/xfn/function_runner.go).
 FUNCTION_REVISION = f"{FUNCTION}-local"
+# The folder of the run's workdir holding Crossplane's client certificate (ca.crt, tls.crt, tls.key).
+CLIENT_CERTS = "crossplane-client-tls"
 FUNCTION_SERVICE = f"{FUNCTION}.{CROSSPLANE_NS}"
 # The two replicas' addresses behind FUNCTION_SERVICE (loopback: no namespace needed).
 FUNCTION_REPLICA_IPS = ("127.0.0.2", "127.0.0.3")
@@ -190,7 +192,7 @@ class CrossplaneStack:
         self.sup.wait_until(proc, "the function listening", lambda: port_open(port))
 
     def _crossplane(self) -> None:
-        client_certs = self.dir / "crossplane-client-tls"
+        client_certs = self.dir / CLIENT_CERTS
         self.ca.write_leaf(client_certs, "crossplane")
         ports = [free_port() for _ in range(3)]
         hosts = self.dir / "crossplane-hosts"

@@ -19,18 +19,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tests.real import toolchain
-from tests.real.crossplane import FUNCTION, module_dir
+from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, module_dir
 from tests.real.dataplane import PODMAN, DataPlane
 from tests.real.kube import Kube, condition, wait
+from tests.real.packages import xpkg_build
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.report import Installed
@@ -44,6 +49,8 @@ from tools import release
 PUBLISHED = "xpkg.crossplane.io/"
 PROVIDER_PATH = "crossplane-contrib/provider-kubernetes"
 FUNCTION_LABEL = "pkg.crossplane.io/function"
+# The gRPC port of a Function's runtime container (Crossplane v2.4.0, internal/controller/pkg/runtime).
+FUNCTION_PORT = 9443
 INSTALL_TIMEOUT_S = 300
 PKG_API = "pkg.crossplane.io/v1"
 
@@ -94,7 +101,7 @@ def publish(registry: Registry, workdir: Path) -> None:
         raise RuntimeError(f"release.env's REGISTRY {this.registry} is not under {PUBLISHED}")
     out = Path(tempfile.mkdtemp(prefix="packages-", dir=workdir))
     publish_ours.push(cli, f"{registry.host}/{published}", this.version, out)
-    provider = publish_ours.build(
+    provider = xpkg_build(
         cli, module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package", out / "provider.xpkg"
     )
     run(
@@ -124,21 +131,7 @@ def publish_revision(registry: Registry, tag: str, workdir: Path) -> str:
     meta.write_text(
         meta.read_text().replace("  annotations:\n", f"  annotations:\n    fgr.test/revision: {tag}\n", 1)
     )
-    out = workdir / f"function-{tag}.xpkg"
-    run(
-        [
-            str(cli),
-            "xpkg",
-            "build",
-            "--package-root",
-            str(root),
-            "--embed-runtime-image-tarball",
-            str(publish_ours.RUNTIME_TARBALL),
-            "-o",
-            str(out),
-        ],
-        no_network=True,
-    )
+    out = xpkg_build(cli, root, workdir / f"function-{tag}.xpkg", embed=publish_ours.RUNTIME_TARBALL)
     path = f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{tag}"
     run([str(cli), "xpkg", "push", "-f", str(out), f"{registry.host}/{path}"])
     return registry.digest(path)
@@ -169,7 +162,7 @@ def with_served(installed: Installed | None, plane: DataPlane) -> Installed | No
     return installed
 
 
-def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
+def install(kube: Kube, kubeconfig: Path, registry: Registry, client_certs: Path) -> Installed:
     """The Configuration installed by the CLI; wait until it and its dependencies are Healthy and its XRDs offered."""
     started = time.monotonic()
     kube.apply(
@@ -217,12 +210,92 @@ def install(kube: Kube, kubeconfig: Path, registry: Registry) -> Installed:
         )
     kube.wait_crds_established()
     got: dict[str, dict[str, Any]] = {f"{k}/{n}": kube.get(PKG_API, k, n) or {} for k, n in wanted}
+    elsewhere = {
+        key: (obj.get("status") or {}).get("resolvedPackage")
+        for key, obj in got.items()
+        if not str((obj.get("status") or {}).get("resolvedPackage", "")).startswith(registry.host + "/")
+    }
+    if elsewhere:
+        raise RuntimeError(f"packages not resolved through the ImageConfig to {registry.host}: {elsewhere}")
     return Installed(
         packages={key: obj["spec"]["package"] for key, obj in got.items()},
         images={key: (obj.get("status") or {}).get("resolvedPackage", "") for key, obj in got.items()},
         seconds=time.monotonic() - started,
         registry=registry.host,
+        client_certs=str(client_certs),
         pushed=registry.digest(
             f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{this.version}"
         ),
     )
+
+
+class MutualTLSForwarder:
+    """127.0.0.1:port, plaintext, forwarded over mutual TLS to the Function's pod, as Crossplane dials it.
+
+    The Crossplane CLI's render calls a Development runtime in plaintext; the
+    installed Function serves only mutual TLS. This carries each connection's
+    bytes (HTTP/2, ALPN h2) to the pod with Crossplane's client certificate,
+    checking the pod's certificate for its Service's name, so `crossplane
+    render` reaches the very container the package manager runs.
+    """
+
+    def __init__(self, target: tuple[str, int], certs: Path, server_name: str) -> None:
+        self.target = target
+        self.server_name = server_name
+        self.context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(certs / "ca.crt"))
+        self.context.load_cert_chain(str(certs / "tls.crt"), str(certs / "tls.key"))
+        self.context.set_alpn_protocols(["h2"])
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def __enter__(self) -> MutualTLSForwarder:
+        threading.Thread(target=self._accept, name="mtls-forwarder", daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(client,), daemon=True).start()
+
+    def _carry(self, client: socket.socket) -> None:
+        with contextlib.suppress(OSError), client:
+            upstream = self.context.wrap_socket(
+                socket.create_connection(self.target, timeout=10), server_hostname=self.server_name
+            )
+            with upstream:
+                upstream.settimeout(None)
+                back = threading.Thread(target=_copy, args=(upstream, client), daemon=True)
+                back.start()
+                _copy(client, upstream)
+                back.join(timeout=10)
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+def render_through(plane: DataPlane, certs: Path) -> tuple[int, list[str]]:
+    """Every example rendered by the Crossplane CLI through the installed Function's pod: (identical, problems)."""
+    from tests.real.conformance import CLIS, differences, our_render, real_render  # noqa: PLC0415
+    from tests.test_examples import EXAMPLE_LIST  # noqa: PLC0415
+
+    pods = [sb for sb in plane.running() if sb.labels.get(FUNCTION_LABEL) == FUNCTION and sb.ready]
+    if not pods:
+        return 0, ["no ready pod of the Function to render through"]
+    identical, problems = 0, []
+    with MutualTLSForwarder((pods[0].ip, FUNCTION_PORT), certs, f"{FUNCTION}.{CROSSPLANE_NS}") as forwarder:
+        for example in EXAMPLE_LIST:
+            diff = differences(real_render(CLIS[0], example, forwarder.address), our_render(example))
+            problems += [f"{example.name}: {d}" for d in diff]
+            identical += not diff
+    return identical, problems

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.real import install, toolchain, versions
 from tests.real.controlplane import NODES, ControlPlane
-from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, FUNCTION_SERVICE, CrossplaneStack
+from tests.real.crossplane import CLIENT_CERTS, CROSSPLANE_NS, FUNCTION, FUNCTION_SERVICE, CrossplaneStack
 from tests.real.dataplane import POD_PROCESS_PREFIX, Binaries, DataPlane, envoy_binary
 from tests.real.dns import ClusterDNS
 from tests.real.envoy import EG_NS, EnvoyStack, extproc_image
@@ -56,7 +56,10 @@ from tests.real.scenarios_gateway import (
     node_port,
     route_not_allowed,
 )
-from tests.real.scenarios_install import function_revision_upgraded
+from tests.real.scenarios_install import (
+    examples_rendered_through_the_installed_pod,
+    function_revision_upgraded,
+)
 from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
@@ -108,6 +111,7 @@ PACKAGE_INSTALL = os.environ.get("FGR_INSTALL") == "package"
 ON_REQUEST: list[Callable[[Env, Report], None]] = [
     rollout_at_scale,
     ai_gateway_upgraded,
+    examples_rendered_through_the_installed_pod,
     function_revision_upgraded,
     *FAULTS,
 ]
@@ -192,7 +196,7 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         if PACKAGE_INSTALL:
             registry = install.Registry(sup).start()
             install.publish(registry, workdir)
-            installed = install.install(kube, cp.kubeconfig, registry)
+            installed = install.install(kube, cp.kubeconfig, registry, workdir / CLIENT_CERTS)
         # Every component (not the pods' containers: the data plane is their
         # kubelet) is started again when it exits on its own.
         sup.keep_running(lambda p: not p.name.startswith(POD_PROCESS_PREFIX))

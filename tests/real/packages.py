@@ -46,39 +46,35 @@ def _kinds(text: bytes) -> list[tuple[str, str]]:
     return sorted((d["kind"], d["metadata"]["name"]) for d in yaml_docs(text.decode()))
 
 
-def _xpkg_build(crank: Path, root: Path, examples: Path, out: Path) -> None:
-    run(
-        [
-            str(crank),
-            "xpkg",
-            "build",
-            "--package-root",
-            str(root),
-            "--examples-root",
-            str(examples),
-            "-o",
-            str(out),
-        ],
-        no_network=True,
-    )
+def xpkg_build(
+    cli: Path, root: Path, out: Path, *, examples: Path | None = None, embed: Path | None = None
+) -> Path:
+    """`crossplane xpkg build` of a package root, offline, into out.
 
-
-def _xpkg_build_embedding(cli: Path, image_tarball: Path, out: Path) -> None:
-    """The Function package with its runtime image embedded, from a `docker save` tarball."""
+    examples: the folder of example XRs it carries; when None an empty one,
+    because the CLI's default (./examples from the working directory) would
+    put this repository's examples into a package that wants none. embed: a
+    `docker save` tarball of the runtime image, embedded.
+    """
+    if examples is None:
+        examples = out.with_suffix(".no-examples")
+        examples.mkdir(parents=True, exist_ok=True)
     run(
         [
             str(cli),
             "xpkg",
             "build",
             "--package-root",
-            str(ROOT / "package"),
-            "--embed-runtime-image-tarball",
-            str(image_tarball),
+            str(root),
+            "--examples-root",
+            str(examples),
+            *(["--embed-runtime-image-tarball", str(embed)] if embed else []),
             "-o",
             str(out),
         ],
         no_network=True,
     )
+    return out
 
 
 def want_configuration() -> list[tuple[str, str]]:
@@ -101,7 +97,7 @@ def build(crank: Path, outdir: Path) -> dict[str, list[str]]:
         none = Path(tmp) / "no-examples"
         none.mkdir()
         fn = outdir / FUNCTION_PACKAGE
-        _xpkg_build(crank, ROOT / "package", none, fn)
+        xpkg_build(crank, ROOT / "package", fn, examples=none)
         got = _kinds(_layers(fn)["package.yaml"])
         want = [
             ("CustomResourceDefinition", "inputs.gatewayreadiness.fn.crossplane.io"),
@@ -115,7 +111,7 @@ def build(crank: Path, outdir: Path) -> dict[str, list[str]]:
         for xr in CONFIGURATION_EXAMPLES:
             (staged / f"{xr.parent.name}.yaml").write_bytes(xr.read_bytes())
         cfg = outdir / CONFIGURATION_PACKAGE
-        _xpkg_build(crank, CONFIGURATION, staged, cfg)
+        xpkg_build(crank, CONFIGURATION, cfg, examples=staged)
         files = _layers(cfg)
         got = _kinds(files["package.yaml"])
         if got != want_configuration():

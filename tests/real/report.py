@@ -152,6 +152,9 @@ class Installed:
     seconds: float
     pushed: str  # the manifest digest in the registry of the package the Function names
     registry: str = ""  # the registry's host:port
+    client_certs: str = ""  # Crossplane's client certificate folder, to call the Function as it does
+    # Examples the Crossplane CLI rendered through the installed pod identically, of how many.
+    rendered: tuple[int, int] | None = None
     served: str = ""  # the image digest of the container the Function's pod ran (served_by)
     # What function_revision_upgraded found, for the release line.
     upgrade: str = ""
@@ -168,14 +171,26 @@ def release_line(installed: Installed | None, passed: int, scenarios: int) -> st
         else f"FAILED: the function's pod ran {installed.served or 'no container'}, "
         f"not the Function package pushed ({installed.pushed})"
     )
-    return (
-        f"release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
-        f"(go-containerregistry {versions.REGISTRY.version}), installed by Crossplane {versions.RUNNING_CROSSPLANE.version}'s "
-        f"package manager with dependencies resolved in {installed.seconds:.0f} s ({resolved}); {served}, run "
-        f"by podman as its pod's container; {passed} of {scenarios} scenarios passed through it"
-        f"{'; ' + installed.upgrade if installed.upgrade else ''}; not run here: an upgrade between releases of "
-        "different code through the package manager, the provider's own image, multi-arch images"
+    parts = [
+        "release: Function, Configuration and provider-kubernetes packages pushed to a local registry "
+        f"(go-containerregistry {versions.REGISTRY.version}), installed by Crossplane "
+        f"{versions.RUNNING_CROSSPLANE.version}'s package manager with dependencies resolved in "
+        f"{installed.seconds:.0f} s ({resolved})",
+        f"{served}, run by podman as its pod's container",
+        f"{passed} of {scenarios} scenarios passed through it",
+    ]
+    if installed.rendered:
+        parts.append(
+            f"{installed.rendered[0]} of {installed.rendered[1]} examples rendered through the installed pod "
+            "identically (crossplane render, over its mutual TLS)"
+        )
+    if installed.upgrade:
+        parts.append(installed.upgrade)
+    parts.append(
+        "not run here: an upgrade between releases of different code through the package manager, "
+        "the provider's own image, multi-arch images"
     )
+    return "; ".join(parts)
 
 
 def proven(installed: Installed | None) -> bool:

@@ -128,3 +128,19 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     # The package the Function names now: the release line checks its pod serves this one.
     installed.pushed = digest
     r.notes.append(note)
+
+
+def examples_rendered_through_the_installed_pod(env: Env, r: Report) -> None:
+    """Every example rendered by the Crossplane CLI through the Function's pod the package manager runs,
+    over the mutual TLS Crossplane uses: identical to the expected renders, as `make image` checks the
+    same image run by hand."""
+    installed = env.installed
+    assert installed is not None, "run with FGR_INSTALL=package (make release-check)"
+    identical, problems = install.render_through(env.plane, Path(installed.client_certs))
+    from tests.test_examples import EXAMPLE_LIST  # noqa: PLC0415
+
+    installed.rendered = (identical, len(EXAMPLE_LIST))
+    assert not problems, "; ".join(problems[:5])
+    r.notes.append(
+        f"{identical} of {len(EXAMPLE_LIST)} examples rendered through the installed pod identically"
+    )
