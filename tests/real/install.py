@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import selectors
 import shutil
 import socket
 import ssl
@@ -264,24 +265,30 @@ class MutualTLSForwarder:
             threading.Thread(target=self._carry, args=(client,), daemon=True).start()
 
     def _carry(self, client: socket.socket) -> None:
+        """Both directions on this one thread: an SSL connection read and written from two threads at
+        once corrupts its records (the pod logged DECRYPTION_FAILED_OR_BAD_RECORD_MAC, CI 2026-12-04)."""
         with contextlib.suppress(OSError), client:
             upstream = self.context.wrap_socket(
                 socket.create_connection(self.target, timeout=10), server_hostname=self.server_name
             )
-            with upstream:
+            with upstream, selectors.DefaultSelector() as sel:
                 upstream.settimeout(None)
-                back = threading.Thread(target=_copy, args=(upstream, client), daemon=True)
-                back.start()
-                _copy(client, upstream)
-                back.join(timeout=10)
-
-
-def _copy(src: socket.socket, dst: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := src.recv(65536):
-            dst.sendall(data)
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
+                sel.register(client, selectors.EVENT_READ, upstream)
+                sel.register(upstream, selectors.EVENT_READ, client)
+                while True:
+                    # Bytes TLS has already decrypted do not show to select: drain them first.
+                    ready = (
+                        [(upstream, client)]
+                        if upstream.pending()
+                        else [(key.fileobj, key.data) for key, _ in sel.select(timeout=300)]
+                    )
+                    if not ready:
+                        return
+                    for src, dst in ready:
+                        data = src.recv(65536)  # type: ignore[union-attr]
+                        if not data:
+                            return
+                        dst.sendall(data)
 
 
 def render_through(plane: DataPlane, certs: Path) -> tuple[int, list[str]]:
