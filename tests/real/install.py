@@ -59,18 +59,11 @@ PKG_API = "pkg.crossplane.io/v1"
 class Registry:
     """go-containerregistry's registry on loopback: plain HTTP, which Crossplane and the CLI use for localhost."""
 
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: Supervisor, port: int | None = None) -> None:
+        """A registry to start on a free port, or (port given) the one already running there."""
         self.sup = sup
-        self.port = free_port()
+        self.port = port or free_port()
         self.host = f"localhost:{self.port}"
-
-    @classmethod
-    def at(cls, host: str) -> Registry:
-        """The running registry at host (localhost:port), for a scenario that pushes to it."""
-        found = cls.__new__(cls)
-        found.host = host
-        found.port = int(host.rsplit(":", 1)[1])
-        return found
 
     def start(self) -> Registry:
         binary = toolchain.ensure(REGISTRY, "registry")

@@ -54,7 +54,7 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     assert installed is not None, "run with FGR_INSTALL=package (make release-check)"
     before = _composed(env)
     old = {rev["metadata"]["name"] for rev in _revisions(env)}
-    registry = install.Registry.at(installed.registry)
+    registry = install.Registry(env.sup, port=int(installed.registry.rsplit(":", 1)[1]))
     with tempfile.TemporaryDirectory(prefix="revision-") as d:
         digest = install.publish_revision(registry, NEXT, Path(d))
     this = release.read()
