@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,27 +56,41 @@ def _spec(xr: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k != "crossplane"}
 
 
-def run(req: fnv1.RunFunctionRequest) -> Outcome:
-    """Compose for one request; raises InvalidError for bad input."""
-    inp = _parse_input(req)
-    xr = structs.to_dict(req.observed.composite.resource)
+def compose(
+    xr: dict[str, Any],
+    inp: Input,
+    observed: Mapping[str, Mapping[str, Any]],
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> Outcome:
+    """The composer the Input names, on plain data: the XR, and the observed and required
+    resources by name (any Mapping: views here, dicts in the tests). Raises InvalidError for
+    bad input."""
     metadata = xr.get("metadata")
     if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("namespace"):
         raise InvalidError(
             "metadata: the XR needs a name and a namespace (the XRDs are namespaced, Crossplane v2)"
         )
-    # Views: composers read a few fields of what may be large objects.
-    observed = {name: structs.StructView(item.resource) for name, item in req.observed.resources.items()}
     try:
         if inp.compose is Composes.GATEWAY:
             return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
-        required = {
-            name: [structs.StructView(item.resource) for item in items.items]
-            for name, items in req.required_resources.items()
-        }
         return route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)
     except ValidationError as e:
         raise InvalidError(describe("spec", e)) from None
+
+
+def run(req: fnv1.RunFunctionRequest) -> Outcome:
+    """Compose for one request; raises InvalidError for bad input."""
+    inp = _parse_input(req)
+    # Views: composers read a few fields of what may be large objects.
+    return compose(
+        structs.to_dict(req.observed.composite.resource),
+        inp,
+        {name: structs.StructView(item.resource) for name, item in req.observed.resources.items()},
+        {
+            name: [structs.StructView(item.resource) for item in items.items]
+            for name, items in req.required_resources.items()
+        },
+    )
 
 
 def _xr_id(req: fnv1.RunFunctionRequest) -> str:

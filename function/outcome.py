@@ -1,8 +1,9 @@
 """What a composer decided, as plain data, and how it becomes a response.
 
 Composers are pure: they read plain dicts and return an Outcome. Only this
-module touches the protobuf response, so every composer test compares plain
-data and the gRPC path is exercised once, the same way for both composers.
+module touches the protobuf response, so composer tests call `fn.compose` and
+compare plain data (tests/support.py), and the gRPC path is exercised by a small
+set (tests/test_fn.py), the same way for both composers.
 """
 
 from __future__ import annotations
@@ -72,6 +73,19 @@ class Outcome:
             return dict(self.status)
         return self.status | {SERVING: self.verdict.published()}
 
+    @property
+    def conditions(self) -> list[Verdict]:
+        """Every condition this call sets, the main one first."""
+        return [v for v in (self.verdict, *self.extra) if v is not None]
+
+    def next_call(self) -> timedelta | None:
+        """How soon Crossplane calls again: the verdict's usual TTL, or sooner where the composer
+        asked; no verdict, no TTL of this function's."""
+        if self.verdict is None:
+            return None
+        usual = SETTLED_TTL if self.verdict.ready else WAITING_TTL
+        return min(usual, self.ttl) if self.ttl is not None else usual
+
     def judge_ready(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
         """Each composed Object is ready exactly while it says it is in effect. A ConfigMap, which
         Crossplane composes directly (the gateway's serving record), has no status to judge: it is
@@ -85,8 +99,7 @@ class Outcome:
 
     def announce(self, xr: Mapping[str, Any]) -> None:
         """An event for each condition this call changes on the XR, and none for the others."""
-        verdicts = [v for v in (self.verdict, *self.extra) if v is not None]
-        self.results.extend(events(xr, verdicts))
+        self.results.extend(events(xr, self.conditions))
 
     def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.
@@ -135,29 +148,20 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
     if status:
         # Merged into what earlier pipeline steps put in the XR's status.
         rsp.desired.composite.resource.get_or_create_struct("status").update(status)
+    for verdict in outcome.conditions:
+        response.set_conditions(
+            rsp,
+            resource.Condition(
+                typ=verdict.type, status=verdict.status, reason=verdict.reason, message=verdict.message
+            ),
+        )
     if outcome.verdict is not None:
-        verdict = outcome.verdict
-        response.set_conditions(
-            rsp,
-            resource.Condition(
-                typ=verdict.type,
-                status=verdict.status,
-                reason=verdict.reason,
-                message=verdict.message,
-            ),
-        )
-        # The XR's Ready follows this condition, whatever the composed
+        # The XR's Ready follows the main condition, whatever the composed
         # resources' own readiness says.
-        rsp.desired.composite.ready = fnv1.READY_TRUE if verdict.ready else fnv1.READY_FALSE
-        usual = SETTLED_TTL if verdict.ready else WAITING_TTL
-        rsp.meta.ttl.FromTimedelta(min(usual, outcome.ttl) if outcome.ttl is not None else usual)
-    for extra in outcome.extra:
-        response.set_conditions(
-            rsp,
-            resource.Condition(
-                typ=extra.type, status=extra.status, reason=extra.reason, message=extra.message
-            ),
-        )
+        rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.verdict.ready else fnv1.READY_FALSE
+    ttl = outcome.next_call()
+    if ttl is not None:
+        rsp.meta.ttl.FromTimedelta(ttl)
     for severity, reason, message in outcome.results:
         rsp.results.append(fnv1.Result(severity=_SEVERITY[severity], reason=reason, message=message))
     for key in sorted(outcome.requirements):

@@ -15,14 +15,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 
-from function import serving_record
-from function.conditions import GATEWAY_READY, last_decided
+from function import fn, serving_record
+from function.api import Input, InvalidError
+from function.conditions import GATEWAY_READY, Verdict, last_decided
 from function.fn import FunctionRunner
+from function.outcome import Outcome
 from function.readiness import get_path
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
 
@@ -110,7 +113,52 @@ def make_request(
 
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    """The response the gRPC servicer gives: for the tests of the gRPC path (tests/test_fn.py)."""
     return asyncio.run(FunctionRunner().RunFunction(req, None))
+
+
+def compose(
+    xr: dict[str, Any],
+    inp: dict[str, Any],
+    observed: dict[str, dict[str, Any]] | None = None,
+    required: dict[str, list[dict[str, Any]]] | None = None,
+) -> Outcome:
+    """What the function decides on one call, as its Outcome: plain data, no protobuf.
+
+    The inputs go in as Crossplane's Structs carry them, every number a double,
+    and through the same dispatcher the servicer uses (`fn.compose`).
+    """
+    return fn.compose(
+        as_production_json(xr),
+        Input.model_validate(inp),
+        as_production_json(observed or {}),
+        as_production_json(required or {}),
+    )
+
+
+def refused(
+    xr: dict[str, Any],
+    inp: dict[str, Any],
+    observed: dict[str, dict[str, Any]] | None = None,
+    required: dict[str, list[dict[str, Any]]] | None = None,
+) -> str:
+    """The message of the one fatal result bad input gets (the servicer answers InvalidError with
+    it and composes nothing, tests/test_fn.py)."""
+    with pytest.raises(InvalidError) as refusal:
+        compose(xr, inp, observed, required)
+    return str(refusal.value)
+
+
+def said(outcome: Outcome, typ: str) -> Verdict:
+    """The one condition of that type the Outcome sets."""
+    found = [v for v in outcome.conditions if v.type == typ]
+    assert len(found) == 1, f"want exactly one {typ} condition, got {len(found)}"
+    return found[0]
+
+
+def warnings(outcome: Outcome) -> list[tuple[str, str]]:
+    """The (reason, message) of each Warning event the Outcome emits."""
+    return [(reason, message) for severity, reason, message in outcome.results if severity == "Warning"]
 
 
 def desired(rsp: fnv1.RunFunctionResponse) -> dict[str, dict[str, Any]]:

@@ -6,8 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from crossplane.function import resource
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import claims
 from function.conditions import RoutingReason
@@ -16,10 +14,9 @@ from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
     by_resource_name,
-    condition,
+    compose,
     load_yaml,
-    make_request,
-    run,
+    said,
 )
 
 COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
@@ -124,20 +121,20 @@ def test_the_oldest_route_of_a_model_holds_it(
     required = gw_required(READY_GW)
     if listed is not None:
         required = {**required, claims.REQUIREMENT: copy.deepcopy(listed)}
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
     assert got.reason == reason
-    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is (reason is RoutingReason.AVAILABLE)
+    assert got.ready is (reason is RoutingReason.AVAILABLE)
     assert words in got.message
 
 
 def test_the_claim_is_asked_for_by_label_in_every_namespace_and_carried_by_the_route() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    selector = rsp.requirements.resources[claims.REQUIREMENT]
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    selector = rsp.requirements[claims.REQUIREMENT]
     value = claims.claim("platform", "inference", XR["spec"]["model"])
     assert (selector.api_version, selector.kind) == ("kubernetes.m.crossplane.io/v1alpha1", "Object")
-    assert dict(selector.match_labels.labels) == {claims.LABEL: value}
-    assert not selector.HasField("namespace")
-    route = resource.struct_to_dict(rsp.desired.resources["route"].resource)
+    assert dict(selector.labels) == {claims.LABEL: value}
+    assert selector.namespace == "", "every namespace"
+    route = rsp.resources["route"]
     assert route["metadata"]["labels"] == {claims.LABEL: value}
 
 

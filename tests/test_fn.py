@@ -6,11 +6,13 @@ import asyncio
 import copy
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import grpc
 import pytest
+from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
@@ -24,6 +26,7 @@ from function.conditions import (
     last_decided,
 )
 from function.fn import FunctionRunner
+from function.outcome import Outcome, Requirement, write
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -519,3 +522,144 @@ def test_what_was_last_decided_is_read_where_it_cannot_be_stale(
 ) -> None:
     got = last_decided(xr, typ) or {}
     assert (got.get("status"), got.get("reason")) == want, name
+
+
+# --- the one writer: every part of an Outcome where Crossplane reads it --------------------------
+
+_MAIN = Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_READY, "rolling")
+_EXTRA = Verdict(BACKENDS_SERVING, True, "AllServing", "1 of 1 serve")
+_WRITTEN = Outcome(
+    resources={
+        "route": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r"}},
+        "not-yet": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n"}},
+    },
+    ready={"route": True},
+    status={"model": "m"},
+    verdict=_MAIN,
+    extra=[_EXTRA],
+    results=[("Warning", "GatewayNotReady", "rolling"), ("Normal", "AllServing", "1 of 1 serve")],
+    requirements={
+        "by-name": Requirement("v1", "ConfigMap", "rec", "platform"),
+        "by-label": Requirement("v1", "ConfigMap", "", "", labels=(("team", "a"),)),
+        "by-label-here": Requirement("v1", "Secret", "", "team-a", labels=(("k", "v"),)),
+    },
+    ttl=timedelta(seconds=3),
+)
+
+
+def _written(outcome: Outcome) -> fnv1.RunFunctionResponse:
+    req = make_request(ROUTE_XR, ROUTE_INPUT, desired=EARLIER)
+    req.desired.composite.resource.update({"status": {"fromEarlierStep": "kept"}})
+    rsp = response.to(req)
+    write(outcome, rsp)
+    return rsp
+
+
+WRITER_CASES = [
+    (
+        "each resource is written with its readiness, beside what earlier steps desired",
+        lambda rsp: {
+            name: (r.resource["metadata"]["name"], r.ready) for name, r in rsp.desired.resources.items()
+        },
+        {
+            "earlier-step": ("x", fnv1.READY_UNSPECIFIED),
+            "not-yet": ("n", fnv1.READY_FALSE),
+            "route": ("r", fnv1.READY_TRUE),
+        },
+    ),
+    (
+        "the status is merged into what earlier steps wrote, with the verdict as status.serving",
+        lambda rsp: dict(rsp.desired.composite.resource["status"]),
+        {
+            "fromEarlierStep": "kept",
+            "model": "m",
+            "serving": {"ready": False, "reason": "GatewayNotReady", "message": "rolling"},
+        },
+    ),
+    (
+        "the main condition is written first, then the others",
+        lambda rsp: [(c.type, c.status, c.reason, c.message) for c in rsp.conditions],
+        [
+            (ROUTING_READY, fnv1.STATUS_CONDITION_FALSE, "GatewayNotReady", "rolling"),
+            (BACKENDS_SERVING, fnv1.STATUS_CONDITION_TRUE, "AllServing", "1 of 1 serve"),
+        ],
+    ),
+    (
+        "the XR's Ready follows the main condition, not the composed resources",
+        lambda rsp: rsp.desired.composite.ready,
+        fnv1.READY_FALSE,
+    ),
+    (
+        "a composer's sooner TTL wins over the verdict's usual one",
+        lambda rsp: rsp.meta.ttl.ToTimedelta(),
+        timedelta(seconds=3),
+    ),
+    (
+        "each result keeps its severity, reason and message, in order",
+        lambda rsp: [(r.severity, r.reason, r.message) for r in rsp.results],
+        [
+            (fnv1.SEVERITY_WARNING, "GatewayNotReady", "rolling"),
+            (fnv1.SEVERITY_NORMAL, "AllServing", "1 of 1 serve"),
+        ],
+    ),
+    (
+        "a requirement by name names its namespace; by labels, in every namespace or in one",
+        lambda rsp: {
+            key: (
+                s.api_version,
+                s.kind,
+                s.match_name,
+                dict(s.match_labels.labels),
+                s.namespace if s.HasField("namespace") else None,
+            )
+            for key, s in rsp.requirements.resources.items()
+        },
+        {
+            "by-name": ("v1", "ConfigMap", "rec", {}, "platform"),
+            "by-label": ("v1", "ConfigMap", "", {"team": "a"}, None),
+            "by-label-here": ("v1", "Secret", "", {"k": "v"}, "team-a"),
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "read", "want"), WRITER_CASES, ids=[c[0] for c in WRITER_CASES])
+def test_the_writer_puts_each_part_of_an_outcome_where_crossplane_reads_it(
+    name: str, read: Callable[[fnv1.RunFunctionResponse], Any], want: Any
+) -> None:
+    assert read(_written(_WRITTEN)) == want, name
+
+
+@pytest.mark.parametrize(
+    ("ready", "ttl", "want"),
+    [
+        (True, None, timedelta(minutes=2)),
+        (False, None, timedelta(seconds=15)),
+        (True, timedelta(minutes=5), timedelta(minutes=2)),
+        (False, timedelta(seconds=4), timedelta(seconds=4)),
+    ],
+    ids=[
+        "a settled verdict is called again in 2 minutes",
+        "a waiting verdict in 15 s",
+        "a later TTL never delays the usual one",
+        "a sooner TTL is kept",
+    ],
+)
+def test_the_next_call_is_the_verdict_s_usual_ttl_or_sooner(
+    ready: bool, ttl: timedelta | None, want: timedelta
+) -> None:
+    outcome = Outcome(verdict=Verdict(ROUTING_READY, ready, "r", "m"), ttl=ttl)
+    assert outcome.next_call() == want
+    assert _written(outcome).meta.ttl.ToTimedelta() == want
+
+
+def test_an_outcome_without_a_verdict_sets_no_condition_ready_or_ttl_of_its_own() -> None:
+    outcome = Outcome(ttl=timedelta(seconds=1))
+    assert outcome.next_call() is None
+    rsp = _written(outcome)
+    sdk_default = response.to(make_request(ROUTE_XR, ROUTE_INPUT)).meta.ttl
+    assert (list(rsp.conditions), rsp.desired.composite.ready, rsp.meta.ttl) == (
+        [],
+        fnv1.READY_UNSPECIFIED,
+        sdk_default,
+    )

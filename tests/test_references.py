@@ -22,11 +22,12 @@ from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
     by_resource_name,
-    condition,
+    compose,
     gateway_fetched,
     load_yaml,
     make_request,
     run,
+    said,
 )
 
 RT = EXAMPLES / "model-route"
@@ -173,17 +174,15 @@ CASES = [
 def test_routing_ready_reads_what_upstream_reads(
     name: str, xr: dict[str, Any], fetched: dict[str, Any], reason: str, names: str
 ) -> None:
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), **fetched}))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), **fetched})
+    got = said(rsp, "RoutingReady")
     assert got.reason == reason, (name, got.message)
     assert names in got.message, name
 
 
 def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
-    rsp = run(
-        make_request(XR, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), "secret-hosted-api-key": []})
-    )
-    got = condition(rsp, "BackendsServing")
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), "secret-hosted-api-key": []})
+    got = said(rsp, "BackendsServing")
     assert (got.reason, got.message.split(";")[0]) == (
         BackendsReason.DEGRADED,
         "1 of 2 backends serving (1 without a workloadRef, counted as serving)",
@@ -193,8 +192,8 @@ def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
 
 def test_each_problem_of_a_backend_is_named_in_backends_serving() -> None:
     required = {**gateway_fetched(READY_GW), "secret-hosted-api-key": [], "configmap-hosted-ca": []}
-    rsp = run(make_request(_hosted(**WITH_CA), ROUTE_INPUT, COMPOSED, required))
-    assert condition(rsp, "BackendsServing").message.endswith(
+    rsp = compose(_hosted(**WITH_CA), ROUTE_INPUT, COMPOSED, required)
+    assert said(rsp, "BackendsServing").message.endswith(
         "hosted: Secret team-a/hosted-api-key not found, ConfigMap team-a/hosted-ca not found"
     )
 
@@ -249,26 +248,24 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
     name: str, changes: dict[str, Any], want: tuple[str, str, str], key: str
 ) -> None:
     xr = _hosted(**changes)
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gateway_fetched(READY_GW)))
-    sel = rsp.requirements.resources[want[0]]
-    assert (sel.api_version, sel.kind, sel.match_name, sel.namespace) == ("v1", want[1], want[2], "team-a"), (
-        name
-    )
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, gateway_fetched(READY_GW))
+    sel = rsp.requirements[want[0]]
+    assert (sel.api_version, sel.kind, sel.name, sel.namespace) == ("v1", want[1], want[2], "team-a"), name
     fetched = {**gateway_fetched(READY_GW), want[0]: [_secret(want[2], {"other": VALUE})]}
-    message = condition(run(make_request(xr, ROUTE_INPUT, COMPOSED, fetched)), "RoutingReady").message
+    message = said(compose(xr, ROUTE_INPUT, COMPOSED, fetched), "RoutingReady").message
     assert f"Secret team-a/{want[2]} has no key {key}" in message, name
     fetched[want[0]] = [_secret(want[2], {key: VALUE})]
-    got = condition(run(make_request(xr, ROUTE_INPUT, COMPOSED, fetched)), "RoutingReady")
+    got = said(compose(xr, ROUTE_INPUT, COMPOSED, fetched), "RoutingReady")
     assert got.reason == RoutingReason.AVAILABLE, (name, got.message)
 
 
 def test_every_referenced_object_is_required_once_on_every_call() -> None:
     xr = _hosted(**WITH_CA)
     for fetched in ({}, gateway_fetched(READY_GW)):
-        rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, fetched))
+        rsp = compose(xr, ROUTE_INPUT, COMPOSED, fetched)
         got = {
-            key: (sel.api_version, sel.kind, sel.match_name, sel.namespace)
-            for key, sel in rsp.requirements.resources.items()
+            key: (sel.api_version, sel.kind, sel.name, sel.namespace)
+            for key, sel in rsp.requirements.items()
             if key != claims.REQUIREMENT  # by label, every namespace: tests/test_claims.py
         }
         assert got == {
@@ -281,6 +278,7 @@ def test_every_referenced_object_is_required_once_on_every_call() -> None:
 def test_a_secret_s_value_goes_nowhere() -> None:
     """Not in a composed resource, a condition, an event or the status: only its key is read."""
     for data in ({"apiKey": VALUE}, {"wrong": VALUE}):
+        # The whole gRPC answer, as Crossplane receives it.
         rsp = run(
             make_request(
                 XR,

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from crossplane.function import resource
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -37,13 +35,11 @@ from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
     by_resource_name,
-    condition,
-    desired,
+    compose,
     examples,
     load_yaml,
-    make_request,
     reach,
-    run,
+    said,
 )
 
 OBSERVED_STATES = {
@@ -128,31 +124,29 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_routing_ready_across_gateway_and_observed_states(case: Case) -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, case.observed, case.required))
-    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(XR, ROUTE_INPUT, case.observed, case.required)
+    got = said(rsp, "RoutingReady")
     assert got.reason == case.reason
-    ready = case.reason is RoutingReason.AVAILABLE
-    assert got.status == (fnv1.STATUS_CONDITION_TRUE if ready else fnv1.STATUS_CONDITION_FALSE)
-    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
-    assert set(desired(rsp)) == case.names
-    assert set(case.observed) <= set(desired(rsp))
+    # The XR's Ready follows this condition (outcome.write).
+    assert got.ready == (case.reason is RoutingReason.AVAILABLE)
+    assert set(rsp.resources) == case.names
+    assert set(case.observed) <= set(rsp.resources)
     # The serving record is required on every call, identically; the
     # InferenceGateway only once the record was looked for and not found.
-    record = rsp.requirements.resources[SERVING_REQUIREMENT]
-    assert (record.kind, record.namespace, record.match_name) == (
+    record = rsp.requirements[SERVING_REQUIREMENT]
+    assert (record.kind, record.namespace, record.name) == (
         "ConfigMap",
         "platform",
         serving_record.record_name("inference"),
     )
     no_record = case.required.get(SERVING_REQUIREMENT) == []
-    assert (GATEWAY_REQUIREMENT in rsp.requirements.resources) == no_record
+    assert (GATEWAY_REQUIREMENT in rsp.requirements) == no_record
 
 
 def test_an_unreadable_gateway_keeps_observed_resources_exactly() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, ABSENT))
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, ABSENT)
     for name, observed in COMPOSED.items():
-        kept = desired(rsp)[name]
+        kept = rsp.resources[name]
         assert kept["spec"] == observed["spec"]
         assert kept["metadata"] == {k: observed["metadata"][k] for k in ("name", "namespace")}
         assert "status" not in kept
@@ -166,16 +160,16 @@ def test_gateway_not_ready_carries_the_gateways_reason_and_not_its_progress() ->
         if c["type"] == "GatewayReady":
             c["message"] = c["message"].replace("1 of 3", "2 of 3")
     assert later != ROLLING_GW
-    first = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW))), "RoutingReady")
-    second = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(later))), "RoutingReady")
+    first = said(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)), "RoutingReady")
+    second = said(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(later)), "RoutingReady")
     assert "RollingOut" in first.message
     assert "1 of 3" not in first.message
     assert first.message == second.message
 
 
 def test_the_route_matches_exactly_the_model_header_and_weights_backends() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW)))
-    route = desired(rsp)["route"]["spec"]["forProvider"]["manifest"]
+    rsp = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW))
+    route = rsp.resources["route"]["spec"]["forProvider"]["manifest"]
     rule = route["spec"]["rules"][0]
     assert rule["matches"] == [
         {
@@ -211,16 +205,16 @@ def test_the_route_matches_exactly_the_model_header_and_weights_backends() -> No
 def test_the_model_name_defaults_to_namespace_slash_name() -> None:
     xr = copy.deepcopy(XR)
     del xr["spec"]["model"]
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
-    header = desired(rsp)["route"]["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]["matches"][0][
+    rsp = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW))
+    header = rsp.resources["route"]["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]["matches"][0][
         "headers"
     ][0]
     assert header["value"] == "team-a/llama"
 
 
 def test_status_says_what_to_send_where() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    status = rsp.desired_status()
     assert status == {
         "model": "meta-llama/Llama-3.1-8B-Instruct",
         "gateway": {
@@ -243,8 +237,8 @@ def test_status_says_what_to_send_where() -> None:
 def test_taking_a_backend_out_removes_exactly_its_resources() -> None:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [b for b in xr["spec"]["backends"] if b["name"] != "hosted"]
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert set(desired(rsp)) == OBSERVER_ONLY | {
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert set(rsp.resources) == OBSERVER_ONLY | {
         "route",
         "backend-vllm",
         "service-backend-vllm",
@@ -255,8 +249,8 @@ def test_taking_a_backend_out_removes_exactly_its_resources() -> None:
 def test_an_observed_resource_this_version_does_not_know_is_kept() -> None:
     observed = dict(COMPOSED)
     observed["legacy-thing"] = copy.deepcopy(COMPOSED["route"])
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    assert "legacy-thing" in desired(rsp)
+    rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW))
+    assert "legacy-thing" in rsp.resources
 
 
 def test_the_incident_route_created_during_the_sidecar_rollout() -> None:
@@ -268,19 +262,19 @@ def test_the_incident_route_created_during_the_sidecar_rollout() -> None:
     once, and says RoutingReady=False while the gateway rolls; when the
     gateway is ready, it says True, and nothing was recreated on the way.
     """
-    first = run(make_request(XR, ROUTE_INPUT, {}, gw_required(ROLLING_GW)))
-    assert set(desired(first)) == ALL_NAMES
-    assert condition(first, "RoutingReady").status == fnv1.STATUS_CONDITION_FALSE
-    assert condition(first, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+    first = compose(XR, ROUTE_INPUT, {}, gw_required(ROLLING_GW))
+    assert set(first.resources) == ALL_NAMES
+    assert said(first, "RoutingReady").ready is False
+    assert said(first, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
 
     # Crossplane applied what was desired; the controllers accepted it.
-    second = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
-    assert condition(second, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
-    assert desired(second) == desired(first)
+    second = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW))
+    assert said(second, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+    assert second.resources == first.resources
 
-    third = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert condition(third, "RoutingReady").status == fnv1.STATUS_CONDITION_TRUE
-    assert desired(third) == desired(first), "the same resources, unchanged: nothing recreated"
+    third = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert said(third, "RoutingReady").ready
+    assert third.resources == first.resources, "the same resources, unchanged: nothing recreated"
 
 
 def gateway_variant(draw: st.DrawFn) -> dict[str, list[dict[str, Any]]]:
@@ -326,7 +320,7 @@ def settled_route(
         for n in names
     ]
     required = gw_required(READY_GW)
-    composed = desired(run(make_request(xr, ROUTE_INPUT, {}, required)))
+    composed = compose(xr, ROUTE_INPUT, {}, required).resources
     observed = {name: {**obj, "status": copy.deepcopy(IN_EFFECT)} for name, obj in composed.items()}
     return xr, observed, required, set()
 
@@ -366,15 +360,14 @@ def test_desired_covers_observed_except_removed_backends(
     scenario: tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], set[str]],
 ) -> None:
     xr, observed, required, removed = scenario
-    rsp = run(make_request(xr, ROUTE_INPUT, observed, required))
-    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    names = set(desired(rsp))
+    rsp = compose(xr, ROUTE_INPUT, observed, required)
+    names = set(rsp.resources)
     gone = set(observed) - names
     # Only resources of backends taken out of the spec may go.
     assert all(any(name.endswith(f"-{b}") for b in removed) for name in gone), gone
-    routing = condition(rsp, "RoutingReady")
+    routing = said(rsp, "RoutingReady")
     event(f"RoutingReady {routing.reason}")
-    if routing.status == fnv1.STATUS_CONDITION_TRUE:
+    if routing.ready:
         assert _gateway_said_ready(required)
 
 
@@ -392,7 +385,7 @@ def test_the_route_property_reaches_every_verdict_often() -> None:
     """The property above is only as good as the branches it reaches."""
     seen = reach(
         scenarios(),
-        lambda s: condition(run(make_request(s[0], ROUTE_INPUT, s[1], s[2])), "RoutingReady").reason,
+        lambda s: said(compose(s[0], ROUTE_INPUT, s[1], s[2]), "RoutingReady").reason,
     )
     total = sum(seen.values())
     assert seen[RoutingReason.AVAILABLE] >= total * 0.1, seen
@@ -429,21 +422,21 @@ def test_a_target_deleted_out_of_band_is_not_in_effect_whatever_its_stale_ready_
         for c in observed[name]["status"]["conditions"]
         if not (c["type"] == "Synced" and c["status"] == "True")
     ]
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    assert condition(rsp, "RoutingReady").reason == reason
-    assert set(desired(rsp)) == ALL_NAMES
+    rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW))
+    assert said(rsp, "RoutingReady").reason == reason
+    assert set(rsp.resources) == ALL_NAMES
 
 
 def test_composed_resources_are_ready_exactly_when_in_effect() -> None:
     observed = unaccepted(COMPOSED, "backend-vllm")
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    ready = {n for n, r in rsp.desired.resources.items() if r.ready == fnv1.READY_TRUE}
+    rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW))
+    ready = {n for n, r in rsp.ready.items() if r}
     assert ready == set(COMPOSED) - {"backend-vllm"}
 
 
 def test_an_event_is_emitted_only_when_a_condition_changes() -> None:
-    first = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert [r.reason for r in first.results] == [RoutingReason.AVAILABLE, "AllServing"]
+    first = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert [reason for _, reason, _ in first.results] == [RoutingReason.AVAILABLE, "AllServing"]
     xr = copy.deepcopy(XR)
     xr["status"] = {
         "conditions": [
@@ -451,15 +444,15 @@ def test_an_event_is_emitted_only_when_a_condition_changes() -> None:
             for c in first.conditions
         ]
     }
-    again = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert list(again.results) == []
+    again = compose(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert again.results == []
 
 
 def test_an_event_is_a_warning_when_its_condition_is_false() -> None:
-    ready = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert [r.severity for r in ready.results] == [fnv1.SEVERITY_NORMAL, fnv1.SEVERITY_NORMAL]
-    waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW)))
-    assert [r.severity for r in waiting.results] == [fnv1.SEVERITY_WARNING, fnv1.SEVERITY_NORMAL]
+    ready = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert [severity for severity, _, _ in ready.results] == ["Normal", "Normal"]
+    waiting = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(ROLLING_GW))
+    assert [severity for severity, _, _ in waiting.results] == ["Warning", "Normal"]
 
 
 FIRST_CALL_CASES = [
@@ -477,38 +470,41 @@ def test_a_call_that_cannot_judge_changes_no_condition_and_logs_nothing(
     name: str, status: str, reason: str
 ) -> None:
     """Issue #32: judged on the first call, RoutingReady went to GatewayNotFound on every reconcile."""
-    rsp = run(make_request(xr_saying(status, reason, "as said before"), ROUTE_INPUT, COMPOSED, NOT_FETCHED))
-    got = condition(rsp, "RoutingReady")
-    assert (got.status == fnv1.STATUS_CONDITION_TRUE, got.reason, got.message) == (
+    rsp = compose(xr_saying(status, reason, "as said before"), ROUTE_INPUT, COMPOSED, NOT_FETCHED)
+    got = said(rsp, "RoutingReady")
+    assert (got.ready, got.reason, got.message) == (
         status == "True",
         reason,
         "as said before",
     ), name
-    assert condition(rsp, "BackendsServing").reason == BackendsReason.DEGRADED, name
-    assert list(rsp.results) == [], name
+    assert said(rsp, "BackendsServing").reason == BackendsReason.DEGRADED, name
+    assert rsp.results == [], name
     # The desired state is whole, as on every call.
-    assert set(desired(rsp)) == ALL_NAMES
+    assert set(rsp.resources) == ALL_NAMES
 
 
 def test_a_new_route_before_the_gateway_is_fetched_says_gateway_not_found_without_an_event() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, {}, NOT_FETCHED))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
-    assert list(rsp.results) == []
+    rsp = compose(XR, ROUTE_INPUT, {}, NOT_FETCHED)
+    assert said(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    assert rsp.results == []
 
 
 def test_a_gateway_fetched_and_absent_is_decided_and_said_once() -> None:
-    rsp = run(make_request(xr_saying("True", "Available", "served"), ROUTE_INPUT, COMPOSED, ABSENT))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    rsp = compose(xr_saying("True", "Available", "served"), ROUTE_INPUT, COMPOSED, ABSENT)
+    assert said(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
     # Both conditions are judged on this call, and each change is said once.
-    assert [r.reason for r in rsp.results] == [RoutingReason.GATEWAY_NOT_FOUND, BackendsReason.ALL_SERVING]
+    assert [reason for _, reason, _ in rsp.results] == [
+        RoutingReason.GATEWAY_NOT_FOUND,
+        BackendsReason.ALL_SERVING,
+    ]
 
 
 def test_an_older_exemption_not_accepted_holds_nothing_back() -> None:
     """It is dropped, not waited for: RoutingReady reads only what this call composes."""
     observed = unaccepted(with_exemption(), "auth-exemption")
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW)))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
-    assert "auth-exemption" not in desired(rsp)
+    rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_AUTH_GW))
+    assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert "auth-exemption" not in rsp.resources
 
 
 def test_every_reference_follows_the_names_existing_objects_hold() -> None:
@@ -522,7 +518,7 @@ def test_every_reference_follows_the_names_existing_objects_hold() -> None:
     }
     for key, name in held.items():
         observed[key]["spec"]["forProvider"]["manifest"]["metadata"]["name"] = name
-    got = desired(run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW))))
+    got = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW)).resources
     assert {key: target_name(got[key]) for key in held} == held
     manifest = {key: got[key]["spec"]["forProvider"]["manifest"] for key in got}
     assert "old-service-backend" in [
@@ -543,7 +539,7 @@ def test_an_observe_only_object_follows_the_desired_name() -> None:
     )
     before = target_name(observed["workload-vllm"])
     xr["spec"]["backends"][0]["workloadRef"]["name"] = "vllm-v2"
-    got = desired(run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW))))
+    got = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)).resources
     assert (before, target_name(got["workload-vllm"])) == (before, "vllm-v2")
     assert before != "vllm-v2"
 
@@ -557,10 +553,10 @@ def test_with_the_observer_turned_off_a_route_composes_everything_else_and_says_
 ) -> None:
     """Crossplane v2.4+ watches the InferenceGateway the function requires; the observer only woke
     the route. Without it, the same resources but the observer, and the same conditions."""
-    on = run(make_request(XR, ROUTE_INPUT, COMPOSED, required))
-    off = run(make_request(XR, NO_OBSERVER_INPUT, COMPOSED, required))
-    assert set(desired(on)) - set(desired(off)) == OBSERVER_ONLY, gateway
-    assert set(desired(off)) == set(desired(on)) - OBSERVER_ONLY
+    on = compose(XR, ROUTE_INPUT, COMPOSED, required)
+    off = compose(XR, NO_OBSERVER_INPUT, COMPOSED, required)
+    assert set(on.resources) - set(off.resources) == OBSERVER_ONLY, gateway
+    assert set(off.resources) == set(on.resources) - OBSERVER_ONLY
     assert [(c.type, c.status, c.reason, c.message) for c in off.conditions] == [
         (c.type, c.status, c.reason, c.message) for c in on.conditions
     ]
@@ -569,9 +565,9 @@ def test_with_the_observer_turned_off_a_route_composes_everything_else_and_says_
 def test_turning_the_observer_off_removes_exactly_it_from_a_route_that_has_one() -> None:
     """Never by accident: with the default, an observed observer stays whatever the gateway's
     state; only the Input's observeGateway: false takes it out, and nothing else with it."""
-    observer = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["gateway-observer"]
+    observer = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["gateway-observer"]
     observed = {**COMPOSED, "gateway-observer": observer, "legacy-thing": copy.deepcopy(COMPOSED["route"])}
     for required in (gw_required(READY_GW), ABSENT, NOT_FETCHED):
-        assert "gateway-observer" in desired(run(make_request(XR, ROUTE_INPUT, observed, required)))
-        off = desired(run(make_request(XR, NO_OBSERVER_INPUT, observed, required)))
+        assert "gateway-observer" in compose(XR, ROUTE_INPUT, observed, required).resources
+        off = compose(XR, NO_OBSERVER_INPUT, observed, required).resources
         assert set(off) == set(observed) - {"gateway-observer"}, required

@@ -9,8 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from crossplane.function import resource
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import readiness
 from function.cel import workload_query
@@ -30,19 +28,19 @@ from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
     by_resource_name,
+    compose,
     condition,
-    desired,
     load_yaml,
-    make_request,
-    run,
+    refused,
+    said,
 )
 
 
 def _policy_of(backend: dict[str, Any]) -> dict[str, Any]:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [backend]
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
-    return desired(rsp)["security-policy-b"]["spec"]["forProvider"]["manifest"]["spec"]
+    rsp = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW))
+    return rsp.resources["security-policy-b"]["spec"]["forProvider"]["manifest"]["spec"]
 
 
 KEY = {"apiKeySecretRef": {"name": "key"}}
@@ -196,22 +194,16 @@ def test_credentials_the_provider_would_reject_are_one_fatal_naming_the_field(
 ) -> None:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [backend]
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    fatals = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    assert len(fatals) == 1
-    assert f"spec.backends[0].{field}" in fatals[0].message
-    assert says in fatals[0].message
-    assert not rsp.desired.resources, "a fatal result composes nothing: Crossplane leaves resources alone"
+    message = refused(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert f"spec.backends[0].{field}" in message
+    assert says in message
 
 
 WORKLOAD_XR = load_yaml(EXAMPLES / "model-route" / "xr-workload.yaml")[0]
 
 
 def _fatal(xr: dict[str, Any]) -> str:
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
-    fatals = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    assert len(fatals) == 1, fatals
-    return fatals[0]
+    return refused(xr, ROUTE_INPUT, {}, gw_required(READY_GW))
 
 
 @pytest.mark.parametrize(
@@ -246,7 +238,7 @@ def test_a_bad_workload_reference_is_one_fatal_naming_the_field(
 def test_a_workload_is_observed_in_the_routes_own_namespace_watched_with_its_query() -> None:
     xr = copy.deepcopy(WORKLOAD_XR)
     xr["spec"]["backends"][0]["workloadRef"]["readinessQuery"] = "has(object.status)"
-    obj = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["workload-vllm"]
+    obj = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["workload-vllm"]
     assert obj["metadata"]["namespace"] == "team-a"
     assert obj["spec"]["managementPolicies"] == ["Observe"]
     assert obj["spec"]["watch"] is True
@@ -330,7 +322,7 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [_backend_at(n, w, p, s is not None) for n, w, p, s in backends]
     xr["spec"]["resilience"] = NO_RETRY | NO_EJECTION
-    composed = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))
+    composed = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW)).resources
     observed = {
         name: {
             **obj,
@@ -343,12 +335,12 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
     for n, _, _, s in backends:
         if s is not None:
             _served(observed, n, s)
-    rsp = run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    got = condition(rsp, "RoutingReady")
-    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is routing, got.message
+    rsp = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
+    got = said(rsp, "RoutingReady")
+    assert (got.ready) is routing, got.message
     if not routing:
         assert got.reason == RoutingReason.BACKEND_NOT_SERVING
-    serving = condition(rsp, "BackendsServing")
+    serving = said(rsp, "BackendsServing")
     assert serving.reason == serving_reason
     named = [n for n, _, _, s in backends if s is not None]
     for first, second in itertools.pairwise(named):
@@ -357,22 +349,22 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
 
 
 def test_the_request_timeout_is_the_route_rules_timeout() -> None:
-    rule = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"]["spec"][
-        "forProvider"
-    ]["manifest"]["spec"]["rules"][0]
+    rule = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["route"]["spec"]["forProvider"][
+        "manifest"
+    ]["spec"]["rules"][0]
     assert rule["timeouts"] == {"request": XR["spec"]["timeouts"]["request"]}
     xr = copy.deepcopy(XR)
     del xr["spec"]["timeouts"]
-    rule = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"]["spec"][
-        "forProvider"
-    ]["manifest"]["spec"]["rules"][0]
+    rule = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["route"]["spec"]["forProvider"][
+        "manifest"
+    ]["spec"]["rules"][0]
     assert "timeouts" not in rule
 
 
 def _route_spec(xr: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = desired(run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW))))["route"][
-        "spec"
-    ]["forProvider"]["manifest"]["spec"]
+    spec: dict[str, Any] = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["route"]["spec"][
+        "forProvider"
+    ]["manifest"]["spec"]
     return spec
 
 
@@ -394,9 +386,7 @@ def test_token_usage_is_recorded_unless_turned_off() -> None:
 
 
 def test_the_route_publishes_where_to_send_requests() -> None:
-    status = resource.struct_to_dict(
-        run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))).desired.composite.resource
-    )["status"]
+    status = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW)).desired_status()
     assert status["model"] == XR["spec"]["model"]
     assert status["gateway"]["url"] == READY_GW["status"]["gateway"]["url"]
 
@@ -413,7 +403,7 @@ def test_a_bad_model_name_override_is_one_fatal_naming_it(change: dict[str, Any]
 
 
 def test_a_workload_observer_is_named_for_its_backend_and_judged_by_the_built_in_query() -> None:
-    obj = desired(run(make_request(WORKLOAD_XR, ROUTE_INPUT, {}, gw_required(READY_GW))))["workload-vllm"]
+    obj = compose(WORKLOAD_XR, ROUTE_INPUT, {}, gw_required(READY_GW)).resources["workload-vllm"]
     assert obj["metadata"]["name"] == unique_name("llama", "workload", "vllm", identity=("ModelRoute",))
     assert obj["spec"]["readiness"]["celQuery"] == workload_query("apps/v1", "Deployment")
     assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "default"}
@@ -490,24 +480,21 @@ def test_how_any_other_workload_stands_in_words(conditions: list[dict[str, Any]]
 
 def test_backends_serving_says_how_many_and_how_each_stands() -> None:
     example = load_yaml(EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml")
-    rsp = run(make_request(WORKLOAD_XR, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)))
-    assert condition(rsp, "BackendsServing").message == (
+    rsp = compose(WORKLOAD_XR, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW))
+    assert said(rsp, "BackendsServing").message == (
         "1 of 2 backends serving (1 without a workloadRef, counted as serving); vllm: 0 of 0 replicas available"
     )
     # Retries and ejection are on by default: the hosted fallback takes vLLM's requests.
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
     every = copy.deepcopy(WORKLOAD_XR)
     every["spec"]["backends"] = every["spec"]["backends"][:1]
-    rsp = run(make_request(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)))
-    assert (
-        condition(rsp, "BackendsServing").message
-        == "0 of 1 backends serving; vllm: 0 of 0 replicas available"
-    )
-    assert condition(rsp, "RoutingReady").message == (
+    rsp = compose(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW))
+    assert said(rsp, "BackendsServing").message == "0 of 1 backends serving; vllm: 0 of 0 replicas available"
+    assert said(rsp, "RoutingReady").message == (
         "no backend that takes the model's requests is serving (vllm); vllm: 0 of 0 replicas available"
     )
     assert condition(
-        run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))), "BackendsServing"
+        compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)), "BackendsServing"
     ).message == (
         "2 of 2 backends serving (2 without a workloadRef, counted as serving); no backend names a workload"
     )
@@ -516,8 +503,8 @@ def test_backends_serving_says_how_many_and_how_each_stands() -> None:
 def test_azure_openai_is_sent_its_api_version() -> None:
     xr = copy.deepcopy(XR)
     xr["spec"]["backends"] = [backend_of_schema("AzureOpenAI", **KEY)]
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(READY_GW)))
-    schema = desired(rsp)["service-backend-b"]["spec"]["forProvider"]["manifest"]["spec"]["schema"]
+    rsp = compose(xr, ROUTE_INPUT, {}, gw_required(READY_GW))
+    schema = rsp.resources["service-backend-b"]["spec"]["forProvider"]["manifest"]["spec"]["schema"]
     assert schema == {"name": "AzureOpenAI", "version": "2025-01-01-preview"}
 
 
@@ -618,18 +605,18 @@ def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
         observed["traffic-policy"] = copy.deepcopy(observed["traffic-policy"])
         ready = next(c for c in observed["traffic-policy"]["status"]["conditions"] if c["type"] == "Ready")
         ready["status"] = "False"
-    rsp = run(make_request(xr, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
+    got = said(rsp, "RoutingReady")
     assert got.reason == case.reason
     # Said exactly when the policy would have failed over and is not in effect.
     lost = not case.policy_accepted and case.resilience != NO_RETRY | NO_EJECTION
     assert ("the BackendTrafficPolicy is not Accepted" in got.message) is lost
-    assert condition(rsp, "BackendsServing").reason == "Degraded"
+    assert said(rsp, "BackendsServing").reason == "Degraded"
 
 
 def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> None:
     """Envoy AI Gateway names the HTTPRoute it makes after the AIGatewayRoute; a policy aimed elsewhere does nothing."""
-    got = desired(run(make_request(XR, ROUTE_INPUT, {}, gw_required(READY_GW))))
+    got = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW)).resources
     route = got["route"]["spec"]["forProvider"]["manifest"]["metadata"]
     policy = got["traffic-policy"]["spec"]["forProvider"]["manifest"]
     assert policy["metadata"] == route
@@ -681,15 +668,17 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     name: str, target: str, ago: float, reason: RoutingReason
 ) -> None:
     """Measured on the real data plane: 500 "unknown backend" until 8-9 s after Accepted."""
-    rsp = run(make_request(XR, ROUTE_INPUT, _accepted_ago(target, ago), gw_required(READY_GW)))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(XR, ROUTE_INPUT, _accepted_ago(target, ago), gw_required(READY_GW))
+    got = said(rsp, "RoutingReady")
     assert got.reason == reason, name
-    ttl = rsp.meta.ttl.ToTimedelta().total_seconds()
+    next_call = rsp.next_call()
+    assert next_call is not None
+    ttl = next_call.total_seconds()
     if reason is RoutingReason.CONFIG_LOADING:
-        assert got.status == fnv1.STATUS_CONDITION_FALSE
+        assert got.ready is False
         # The stamp has whole seconds, so the clock may have passed one more by the call.
-        said = {f"accepted this route's configuration {max(0, a)} s ago" for a in (ago, ago + 1)}
-        assert any(s in got.message for s in said), (name, got.message)
+        stamps = {f"accepted this route's configuration {max(0, a)} s ago" for a in (ago, ago + 1)}
+        assert any(s in got.message for s in stamps), (name, got.message)
         assert "its ext-proc loads it within 15 s" in got.message
         # Called again one second after the bound has passed, not a poll later.
         # The stamp has whole seconds; the clock has moved on by a fraction since.
@@ -698,27 +687,27 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     else:
         assert ttl == 120  # settled: the usual TTL
     # The desired state is whole either way.
-    assert set(desired(rsp)) == ALL_NAMES
+    assert set(rsp.resources) == ALL_NAMES
 
 
 def test_a_stamp_far_in_the_future_holds_nothing_back() -> None:
     """A controller clock ten minutes ahead cannot hold RoutingReady back for ten minutes."""
-    rsp = run(make_request(XR, ROUTE_INPUT, _accepted_ago("route", -600), gw_required(READY_GW)))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    rsp = compose(XR, ROUTE_INPUT, _accepted_ago("route", -600), gw_required(READY_GW))
+    assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
 
 
 def test_a_first_call_cannot_keep_a_condition_it_cannot_read() -> None:
     """A condition without a reason is not kept: the call decides (GatewayNotFound), silently."""
     xr = xr_saying("True", "", "m")
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
-    assert list(rsp.results) == []
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED)
+    assert said(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_FOUND
+    assert rsp.results == []
 
 
 def test_a_first_call_keeps_a_condition_without_a_message_as_it_is() -> None:
     xr = xr_saying("True", "Available", "")
     del xr["status"]["conditions"][0]["message"]
-    got = condition(run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED)), "RoutingReady")
+    got = said(compose(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED), "RoutingReady")
     assert (got.reason, got.message) == ("Available", "")
 
 
@@ -727,9 +716,9 @@ def test_a_traffic_policy_not_accepted_holds_nothing_back_while_the_first_level_
     observed = copy.deepcopy(COMPOSED)
     ready = next(c for c in observed["traffic-policy"]["status"]["conditions"] if c["type"] == "Ready")
     ready["status"] = "False"
-    rsp = run(make_request(XR, ROUTE_INPUT, observed, gw_required(READY_GW)))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
-    assert rsp.desired.resources["traffic-policy"].ready != fnv1.READY_TRUE
+    rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW))
+    assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert not rsp.ready["traffic-policy"]
 
 
 ALLOWED_CASES = [
@@ -757,8 +746,8 @@ def test_a_route_the_listener_refuses_says_so(
         gw["status"]["gateway"].pop("allowedRoutes", None)
     else:
         gw["status"]["gateway"]["allowedRoutes"] = allowed
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))), "RoutingReady")
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)), "RoutingReady")
     assert got.reason == reason
-    assert (got.status == fnv1.STATUS_CONDITION_TRUE) is (reason is RoutingReason.AVAILABLE)
+    assert (got.ready) is (reason is RoutingReason.AVAILABLE)
     if reason is RoutingReason.ROUTE_NOT_ALLOWED:
         assert "allowedRoutes Same" in got.message

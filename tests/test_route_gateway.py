@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from crossplane.function import resource
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import serving_record
 from function.conditions import RoutingReason
@@ -28,13 +26,11 @@ from tests.route_support import (
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
-    condition,
+    compose,
     controller_reference,
-    desired,
     gateway_fetched,
     load_yaml,
-    make_request,
-    run,
+    said,
 )
 
 
@@ -50,25 +46,23 @@ def test_a_paused_gateway_read_directly_is_not_trusted_whatever_its_stale_gatewa
     """Crossplane keeps a paused XR's conditions as last written (Synced reason ReconcilePaused);
     found on the real stack, where a paused gateway kept GatewayReady True through a rollout.
     Seen only where the route reads the InferenceGateway itself (no serving record yet)."""
-    rsp = run(
-        make_request(
-            XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [_paused(READY_GW)]}
-        )
+    rsp = compose(
+        XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [_paused(READY_GW)]}
     )
-    got = condition(rsp, "RoutingReady")
-    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
-    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    got = said(rsp, "RoutingReady")
+    assert (got.status, got.reason) == ("False", RoutingReason.GATEWAY_NOT_READY)
+    assert rsp.verdict.ready is False
     assert "paused" in got.message
-    assert set(desired(rsp)) == ALL_NAMES
+    assert set(rsp.resources) == ALL_NAMES
 
 
 def test_a_gateway_without_any_gateway_ready_condition_is_not_ready() -> None:
     """status.gateway published, but no GatewayReady at all: nothing says the gateway serves."""
     gw = copy.deepcopy(READY_GW)
     gw["status"]["conditions"] = [c for c in gw["status"]["conditions"] if c["type"] != "GatewayReady"]
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
-    got = condition(rsp, "RoutingReady")
-    assert got.status == fnv1.STATUS_CONDITION_FALSE
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))
+    got = said(rsp, "RoutingReady")
+    assert got.ready is False
     assert got.reason == RoutingReason.GATEWAY_NOT_READY
     assert "no GatewayReady condition yet" in got.message
 
@@ -123,10 +117,10 @@ GATEWAY_DECIDED_CASES = [
 def test_a_route_reads_its_gateway_as_decided_not_as_written_back(
     name: str, gw: dict[str, Any], want: RoutingReason
 ) -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))
+    got = said(rsp, "RoutingReady")
     assert got.reason == want, name
-    assert (got.status == fnv1.STATUS_CONDITION_TRUE) == (want == RoutingReason.AVAILABLE), name
+    assert (got.ready) == (want == RoutingReason.AVAILABLE), name
 
 
 def test_a_route_whose_condition_was_written_back_logs_no_transition_it_did_not_decide() -> None:
@@ -135,59 +129,59 @@ def test_a_route_whose_condition_was_written_back_logs_no_transition_it_did_not_
     xr = xr_saying("True", "Available", "served")
     xr["status"]["serving"] = {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
     gw = _gateway_written_back(condition_ready=False, decided=False)
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, gw_required(gw)))
-    assert condition(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
-    assert [r.reason for r in rsp.results if r.reason in set(RoutingReason)] == []
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, gw_required(gw))
+    assert said(rsp, "RoutingReady").reason == RoutingReason.GATEWAY_NOT_READY
+    assert [reason for _, reason, _ in rsp.results if reason in set(RoutingReason)] == []
 
 
 def test_a_call_that_cannot_judge_repeats_what_was_decided_not_what_was_written_back() -> None:
     xr = xr_saying("True", "Available", "served")
     xr["status"]["serving"] = {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
-    rsp = run(make_request(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, NOT_FETCHED)
+    got = said(rsp, "RoutingReady")
     assert (got.status, got.reason, got.message) == (
-        fnv1.STATUS_CONDITION_FALSE,
+        "False",
         RoutingReason.GATEWAY_NOT_READY,
         "rolling",
     )
-    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    status = rsp.desired_status()
     assert status["serving"] == {"ready": False, "reason": "GatewayNotReady", "message": "rolling"}
-    assert list(rsp.results) == []
+    assert rsp.results == []
 
 
 def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
     xr = copy.deepcopy(XR)
     del xr["spec"]["gatewayRef"]["namespace"]
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, {SERVING_REQUIREMENT: []}))
-    record = rsp.requirements.resources[SERVING_REQUIREMENT]
+    rsp = compose(xr, ROUTE_INPUT, {}, {SERVING_REQUIREMENT: []})
+    record = rsp.requirements[SERVING_REQUIREMENT]
     assert record.namespace == xr["metadata"]["namespace"]
-    assert record.match_name == serving_record.record_name(xr["spec"]["gatewayRef"]["name"])
-    selector = rsp.requirements.resources[GATEWAY_REQUIREMENT]
+    assert record.name == serving_record.record_name(xr["spec"]["gatewayRef"]["name"])
+    selector = rsp.requirements[GATEWAY_REQUIREMENT]
     assert selector.namespace == xr["metadata"]["namespace"]
-    assert selector.match_name == xr["spec"]["gatewayRef"]["name"]
+    assert selector.name == xr["spec"]["gatewayRef"]["name"]
 
 
 def test_a_ready_inference_gateway_read_directly_lets_the_route_serve() -> None:
     """No serving record yet (a gateway an older version composed): the InferenceGateway is read as before."""
     required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [READY_GW]}
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
-    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
+    assert (got.status, got.reason) == ("True", RoutingReason.AVAILABLE)
 
 
 def test_a_paused_gateway_s_routes_keep_what_its_serving_record_last_said() -> None:
     """Crossplane calls no function of a paused XR, so its serving record stays as last decided,
     as its own GatewayReady does; only an InferenceGateway read directly shows the pause."""
     paused = _paused(READY_GW)
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(paused))), "RoutingReady")
-    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(paused)), "RoutingReady")
+    assert (got.status, got.reason) == ("True", RoutingReason.AVAILABLE)
 
 
 def test_a_gateway_read_directly_and_being_deleted_is_not_ready_whatever_its_condition_says() -> None:
     gw = copy.deepcopy(READY_GW)
     gw["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
     required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [gw]}
-    got = condition(run(make_request(XR, ROUTE_INPUT, COMPOSED, required)), "RoutingReady")
-    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_FALSE, RoutingReason.GATEWAY_NOT_READY)
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
+    assert (got.status, got.reason) == ("False", RoutingReason.GATEWAY_NOT_READY)
     assert "platform/inference is being deleted" in got.message
 
 
@@ -195,10 +189,10 @@ def test_a_gateway_read_directly_and_being_deleted_is_not_ready_whatever_its_con
 def test_a_gateway_that_published_only_half_of_where_to_attach_is_not_found(missing: str) -> None:
     gw = copy.deepcopy(READY_GW)
     del gw["status"]["gateway"][missing]
-    rsp = run(make_request(XR, ROUTE_INPUT, {}, gw_required(gw)))
-    got = condition(rsp, "RoutingReady")
+    rsp = compose(XR, ROUTE_INPUT, {}, gw_required(gw))
+    got = said(rsp, "RoutingReady")
     assert got.reason == RoutingReason.GATEWAY_NOT_FOUND
-    assert set(desired(rsp)) == OBSERVER_ONLY
+    assert set(rsp.resources) == OBSERVER_ONLY
 
 
 def _record_saying(**data: str) -> dict[str, Any]:
@@ -233,31 +227,29 @@ def test_a_serving_record_its_gateway_did_not_write_never_decides_where_the_rout
 ) -> None:
     """Security fails closed: anyone who may write ConfigMaps in the gateway's namespace can write
     one of the record's name. It is ignored: the route requires and reads the InferenceGateway."""
-    waiting = run(make_request(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged]}))
-    assert GATEWAY_REQUIREMENT in waiting.requirements.resources
-    assert "attacker" not in json.dumps(desired(waiting))
-    assert set(desired(waiting)) == set(COMPOSED) | OBSERVER_ONLY, (
+    waiting = compose(XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged]})
+    assert GATEWAY_REQUIREMENT in waiting.requirements
+    assert "attacker" not in json.dumps(waiting.resources)
+    assert set(waiting.resources) == set(COMPOSED) | OBSERVER_ONLY, (
         "what exists is kept while the gateway is fetched"
     )
-    got = condition(waiting, "RoutingReady")
+    got = said(waiting, "RoutingReady")
     assert (got.status, got.message) == (
-        fnv1.STATUS_CONDITION_FALSE,
+        "False",
         "waiting for Crossplane to fetch InferenceGateway platform/inference",
     )
-    read = run(
-        make_request(
-            XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}
-        )
+    read = compose(
+        XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}
     )
-    assert "attacker" not in json.dumps(desired(read))
-    assert desired(read) == desired(run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))))
-    got = condition(read, "RoutingReady")
-    assert (got.status, got.reason) == (fnv1.STATUS_CONDITION_TRUE, RoutingReason.AVAILABLE)
+    assert "attacker" not in json.dumps(read.resources)
+    assert read.resources == compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources
+    got = said(read, "RoutingReady")
+    assert (got.status, got.reason) == ("True", RoutingReason.AVAILABLE)
 
 
 def test_the_gateway_s_own_record_is_read_without_requiring_the_gateway() -> None:
-    rsp = run(make_request(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)))
-    assert GATEWAY_REQUIREMENT not in rsp.requirements.resources
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    assert GATEWAY_REQUIREMENT not in rsp.requirements
 
 
 def _gateways_record(data: dict[str, str]) -> dict[str, Any]:
@@ -320,7 +312,7 @@ def _gateways_record(data: dict[str, str]) -> dict[str, Any]:
 def test_why_the_gateway_cannot_be_read_is_in_the_message(
     required: dict[str, list[dict[str, Any]]], words: str
 ) -> None:
-    got = condition(run(make_request(XR, ROUTE_INPUT, {}, required)), "RoutingReady")
+    got = said(compose(XR, ROUTE_INPUT, {}, required), "RoutingReady")
     assert got.message == words or got.message.startswith(words)
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import claims
 from function.api import AvailabilityPolicy
@@ -25,6 +24,7 @@ from function.cel import (
     node_port_query,
     policy_accepted_query,
 )
+from function.outcome import Outcome
 from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.cel_eval import eval_reference
 from tests.route_support import ALL_NAMES
@@ -32,10 +32,8 @@ from tests.support import (
     EXAMPLES,
     as_production_json,
     by_resource_name,
-    desired,
+    compose,
     load_yaml,
-    make_request,
-    run,
 )
 from tests.test_examples import EXAMPLE_LIST, Example
 from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
@@ -44,7 +42,7 @@ from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
 GATEWAY = GATEWAY_NAMES
 # Everything a ModelRoute of the example composes (the test of the route composer states it).
 ROUTE = ALL_NAMES
-TRUE, FALSE = fnv1.STATUS_CONDITION_TRUE, fnv1.STATUS_CONDITION_FALSE
+TRUE, FALSE = "True", "False"
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ def _docs(rel: str | None) -> list[dict[str, Any]]:
     return [doc for f in files for doc in load_yaml(f)]
 
 
-def _call(example: Example) -> tuple[fnv1.RunFunctionResponse, dict[str, dict[str, Any]]]:
+def _call(example: Example) -> tuple[Outcome, dict[str, dict[str, Any]]]:
     xr = load_yaml(EXAMPLES / example.xr)[0]
     composition = load_yaml(EXAMPLES / example.composition)[0]
     observed = by_resource_name(_docs(example.observed))
@@ -195,17 +193,17 @@ def _call(example: Example) -> tuple[fnv1.RunFunctionResponse, dict[str, dict[st
         # As Crossplane does: call, then hand over what the call required (an
         # empty list for what does not exist), and call again.
         docs = _docs(example.required)
-        asked = run(make_request(xr, inp, observed, {})).requirements.resources
+        asked = compose(xr, inp, observed, {}).requirements
         required = {
             key: [
                 d
                 for d in docs
                 if (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", ""))
-                == (sel.kind, sel.match_name, sel.namespace)
+                == (sel.kind, sel.name, sel.namespace)
             ]
             for key, sel in asked.items()
         }
-    return run(make_request(xr, inp, observed, required)), observed
+    return compose(xr, inp, observed, required), observed
 
 
 def test_every_example_has_its_meaning_stated() -> None:
@@ -220,15 +218,16 @@ def test_each_example_means_what_it_is_for(example: Example) -> None:
     assert len(conditions) == 1
     assert (conditions[0].status, conditions[0].reason) == (meaning.status, meaning.reason)
     # The XR's own Ready follows the condition.
-    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if meaning.status == TRUE else fnv1.READY_FALSE)
-    assert set(desired(rsp)) == meaning.resources
+    assert rsp.verdict is not None
+    assert rsp.verdict.ready is (meaning.status == TRUE)
+    assert set(rsp.resources) == meaning.resources
     manifest = (
         (observed.get("envoy-deployment", {}).get("status") or {}).get("atProvider", {}).get("manifest")
     )
     if meaning.cel is None:
         assert manifest is None
     else:
-        query = desired(rsp)["envoy-deployment"]["spec"]["readiness"]["celQuery"]
+        query = rsp.resources["envoy-deployment"]["spec"]["readiness"]["celQuery"]
         assert eval_reference(query, as_production_json(manifest)) is meaning.cel
 
 
@@ -250,7 +249,7 @@ def test_a_target_an_object_holds_keeps_its_name_and_namespace(example: Example)
         key: _target(obj) for key, obj in observed.items() if obj.get("kind") == "Object" and _managing(obj)
     }
     assert held, "an example with observed Objects holds targets"
-    wanted = {key: _target(obj) for key, obj in desired(rsp).items() if key in held}
+    wanted = {key: _target(obj) for key, obj in rsp.resources.items() if key in held}
     assert wanted == {key: held[key] for key in wanted}
 
 
@@ -334,9 +333,9 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
     example = next(e for e in EXAMPLE_LIST if e.name == name)
     rsp, _ = _call(example)
     xr = load_yaml(EXAMPLES / example.xr)[0]
-    got = {key: obj for key, obj in desired(rsp).items() if obj["kind"] == "Object"}
+    got = {key: obj for key, obj in rsp.resources.items() if obj["kind"] == "Object"}
     # The one resource that is not an Object: the gateway's serving record, which Crossplane composes.
-    direct = {key: (obj["apiVersion"], obj["kind"]) for key, obj in desired(rsp).items() if key not in got}
+    direct = {key: (obj["apiVersion"], obj["kind"]) for key, obj in rsp.resources.items() if key not in got}
     assert direct == ({"serving-record": ("v1", "ConfigMap")} if xr["kind"] == "InferenceGateway" else {})
     assert set(got) == set(OBJECTS[name])
     for resource, (object_name, judged, condition, observe_only) in OBJECTS[name].items():
@@ -374,5 +373,5 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
         assert ("managementPolicies" in obj["spec"]) is observe_only, resource
         if observe_only:
             assert obj["spec"]["managementPolicies"] == ["Observe"]
-        ready = rsp.desired.resources[resource].ready == fnv1.READY_TRUE
+        ready = rsp.ready.get(resource, False)
         assert ready is (resource in READY[name]), resource
