@@ -72,10 +72,14 @@ def compose(
         )
     try:
         if inp.compose is Composes.GATEWAY:
-            return gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
-        return route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)
+            outcome = gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
+        else:
+            outcome = route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)
     except ValidationError as e:
         raise InvalidError(describe("spec", e)) from None
+    version = metadata.get("resourceVersion")
+    outcome.xr_version = version if isinstance(version, str) and version else None
+    return outcome
 
 
 def run(req: fnv1.RunFunctionRequest) -> Outcome:

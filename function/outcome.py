@@ -66,6 +66,14 @@ class Outcome:
     requirements: dict[str, Requirement] = field(default_factory=dict)
     # How soon to be called again, where sooner than the verdict's usual TTL.
     ttl: timedelta | None = None
+    # The resourceVersion of the XR this call decided from. Written into the
+    # desired XR, it makes Crossplane's server-side apply of the XR's status
+    # conditional on it: Crossplane reads the XR from its informer cache, and a
+    # reconcile that started from a stale copy would put that copy's conditions
+    # (and an answer made from them) back over newer ones (crossplane/crossplane#7062,
+    # issue #32). With it, the API server refuses that apply with a conflict and
+    # Crossplane requeues the XR without writing its status.
+    xr_version: str | None = None
 
     def desired_status(self) -> dict[str, Any]:
         """The XR status this call writes: the composer's, and the verdict mirrored in `status.serving`."""
@@ -144,6 +152,10 @@ def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         entry = rsp.desired.resources[name]
         structs.fill(entry.resource, outcome.resources[name])
         entry.ready = fnv1.READY_TRUE if outcome.ready.get(name) else fnv1.READY_FALSE
+    if outcome.xr_version:
+        rsp.desired.composite.resource.get_or_create_struct("metadata")["resourceVersion"] = (
+            outcome.xr_version
+        )
     status = outcome.desired_status()
     if status:
         # Merged into what earlier pipeline steps put in the XR's status.

@@ -15,6 +15,7 @@ import pytest
 from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.resource import struct_to_dict
 
 from function import fn, gateway
 from function.conditions import (
@@ -544,6 +545,7 @@ _WRITTEN = Outcome(
         "by-label-here": Requirement("v1", "Secret", "", "team-a", labels=(("k", "v"),)),
     },
     ttl=timedelta(seconds=3),
+    xr_version="4711",
 )
 
 
@@ -575,6 +577,11 @@ WRITER_CASES = [
             "model": "m",
             "serving": {"ready": False, "reason": "GatewayNotReady", "message": "rolling"},
         },
+    ),
+    (
+        "the XR's resourceVersion the call decided from is the precondition of Crossplane's status apply",
+        lambda rsp: rsp.desired.composite.resource["metadata"]["resourceVersion"],
+        "4711",
     ),
     (
         "the main condition is written first, then the others",
@@ -663,3 +670,26 @@ def test_an_outcome_without_a_verdict_sets_no_condition_ready_or_ttl_of_its_own(
         fnv1.READY_UNSPECIFIED,
         sdk_default,
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [("8231", "8231"), (None, None), ("", None), (8231, None)],
+    ids=[
+        "an XR read from the API server: its version is the precondition",
+        "an XR without a version (crossplane render's files): no precondition",
+        "an empty version: no precondition",
+        "a version that is not a string: no precondition",
+    ],
+)
+def test_the_answer_is_conditional_on_the_xr_version_it_was_decided_from(
+    version: Any, want: str | None
+) -> None:
+    """Issue #32: Crossplane applies the XR's status with the conditions of the copy it read from
+    its cache; conditional on that copy's version, a stale copy's apply is refused, not written."""
+    xr = copy.deepcopy(ROUTE_XR)
+    if version is not None:
+        xr["metadata"]["resourceVersion"] = version
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)))
+    desired_xr = struct_to_dict(rsp.desired.composite.resource)
+    assert desired_xr.get("metadata", {}).get("resourceVersion") == want
