@@ -127,11 +127,11 @@ class Verdict:
 
 
 # The status field that mirrors an XR's main condition (GatewayReady or
-# RoutingReady). Crossplane writes an XR's status fields only from the
-# function's answer, but it server-side-applies the conditions it read from its
+# RoutingReady). Crossplane server-side-applies the conditions it read from its
 # cache at the start of a reconcile before it sets the function's, so a
-# condition can move backwards for a while (crossplane/crossplane#7062, read
-# in v2.4.0 `composition_functions.go` and measured at 100 routes, issue #32).
+# condition could move backwards for a while (crossplane/crossplane#7062, read
+# in v2.4.0 `composition_functions.go` and measured at 100 routes, issue #32)
+# until the answer was made conditional on the XR's version (outcome.py).
 # What was last decided is read from here; routes read their gateway's here.
 SERVING = "serving"
 _MIRRORED = frozenset({GATEWAY_READY, ROUTING_READY})

@@ -16,7 +16,7 @@ conditions read in the same second:
 - a **written-back second**: a request failed while the condition said True
   and `status.serving` did not: Crossplane wrote an old condition back from
   its cache (crossplane/crossplane#7062, issue #32). Counted apart and
-  printed: only Crossplane can prevent it;
+  printed: the function's answer, conditional on the XR's version, prevents it;
 - a **late second**: a model's request succeeded while its ModelRoute did not
   say True yet; counted per episode (the seconds served before each turn to
   True);

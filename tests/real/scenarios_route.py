@@ -716,10 +716,10 @@ SCALE_FOLLOW_BOUND_S = 20.0
 def rollout_at_scale(env: Env, r: Report) -> None:
     """Issue #32: SCALE_ROUTES ModelRoutes on one gateway, then an Envoy rollout, sampled twice a
     second while the gateway's function says it is not ready (status.serving). Read as decided
-    (status.serving), every route turns False within SCALE_FOLLOW_BOUND_S and none says True
-    again; read from the RoutingReady condition, which Crossplane writes back from its cache
-    (crossplane/crossplane#7062), the same numbers are measured and printed. The prober judges
-    every route's requests meanwhile."""
+    (status.serving), every route turns False within SCALE_FOLLOW_BOUND_S; neither status.serving
+    nor the RoutingReady condition, which Crossplane wrote back from its cache before the answer
+    was conditional on the XR's version (crossplane/crossplane#7062), says True again. The prober
+    judges every route's requests meanwhile."""
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
     meter = _meter(env)
@@ -855,8 +855,13 @@ def _count_stale_truth(
         + (f" ({', '.join(ours[:5])})" if ours else "")
         + f"; as published (status.serving): {decided.summary(names)}"
         + (f" ({', '.join(written_back[:5])}: an older decision written back)" if written_back else "")
-        + f"; the RoutingReady condition (Crossplane writes it back, #7062): {condition_said.summary(names)}"
+        + "; the RoutingReady condition (written back by Crossplane before #32, #7062): "
+        + condition_said.summary(names)
     )
     assert not ours, r.notes[-1]
+    # Issue #32: with the answer conditional on the XR's version, Crossplane can no longer write
+    # an older decision or condition back over a newer one: neither may say True again.
+    assert not decided.true_again, r.notes[-1]
+    assert not condition_said.true_again, r.notes[-1]
     assert decided.slowest(names) <= SCALE_FOLLOW_BOUND_S, r.notes[-1]
     return rollout, [decided.false_after.get(n, math.inf) for n in sorted(names)], last - up_since
