@@ -613,6 +613,24 @@ class WorkloadRef(Model):
         return value
 
 
+class ModelCheck(Model):
+    """Probe what the backend's server has loaded: RoutingReady needs the model listed at GET <path>."""
+
+    # Bounded for the XRD's CEL cost budget, as the model name is.
+    model: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """The id /v1/models must list, compared exactly (case-sensitive, no aliases). Default: the name sent to
+    this backend (modelNameOverride, else the route's model).
+    """
+    path: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^/[^\s?#]*$")] = "/v1/models"
+    """The path that lists the server's models (OpenAI's list-models endpoint; vLLM, SGLang, llama.cpp,
+    Ollama and TGI answer it).
+    """
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
+    """Failed probes in a row (connection refused, timed out) after which the last answer is no longer
+    trusted. Probes run every provider-http --poll.
+    """
+
+
 class Backend(Model):
     name: Name
     """The backend's name, unique in the route; it names the backend's composed resources."""
@@ -648,6 +666,11 @@ class Backend(Model):
     InferenceService, ...) in this namespace. RoutingReady then needs it serving; observed by an
     observe-only, watched Object. Leave unset for external providers.
     """
+    # Off unless set: a probe of the server's model list (provider-http, issue #30).
+    model_check: ModelCheck | None = None
+    """Probe the server's /v1/models and count this backend as serving only while it lists the model
+    (provider-http's Request, observe-only). For servers without credentials; off when unset.
+    """
 
     @field_validator("api_key_secret_ref")
     @classmethod
@@ -663,6 +686,25 @@ class Backend(Model):
                 f"the {schema.name} schema takes no API key (its provider would reject every "
                 f"request); set credentials.{cloud} instead"
             )
+        return value
+
+    @field_validator("model_check")
+    @classmethod
+    def _probe_needs_no_credentials(cls, value: ModelCheck | None, info: ValidationInfo) -> ModelCheck | None:
+        # The probe sends no key: a server that needs one would answer 401 and
+        # the check would never pass. A self-hosted server without a key is what
+        # it is for; a hosted provider serves the models it lists by contract.
+        if value is not None and (
+            info.data.get("api_key_secret_ref") is not None or info.data.get("credentials") is not None
+        ):
+            raise ValueError(
+                "a backend with apiKeySecretRef or credentials cannot be probed (no key is sent)"
+            )
+        tls = info.data.get("tls")
+        if value is not None and isinstance(tls, BackendTLS) and (tls.ca_config_map_ref or tls.sni):
+            # provider-http verifies with the system CAs and the URL's host: the
+            # probe of such a backend would fail however well it serves.
+            raise ValueError("a backend verified with caConfigMapRef or sni cannot be probed")
         return value
 
     @field_validator("credentials")
@@ -852,6 +894,10 @@ class Input(Model):
     within seconds; v2.4 and later watch the resources a function requires, and a route follows as fast
     without it. false (Crossplane v2.4+) saves an Object, a watched target and a provider reconcile per
     route, and removes the observer of routes that have one.
+    """
+    model_check_provider_config: Name = "default"
+    """The provider-http ClusterProviderConfig the backends' model checks use (credentials source None:
+    the probes send no key).
     """
 
 

@@ -77,6 +77,9 @@ class RoutingReason(StrEnum):
     CONFIG_LOADING = "ConfigLoading"
     # No backend that would take the model's requests has a serving workload.
     BACKEND_NOT_SERVING = "BackendNotServing"
+    # Every backend that would take the model's requests serves, but none has
+    # the model loaded: its modelCheck probe of /v1/models does not list it.
+    MODEL_NOT_LOADED = "ModelNotLoaded"
 
 
 class BackendsReason(StrEnum):

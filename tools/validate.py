@@ -16,7 +16,7 @@ from typing import Any
 from crossplane.function import resource
 
 from tests.k8s_schema import ROOT, Registry, Report, crd_dir, validate_object
-from tests.support import ROUTE_INPUT, load_yaml, make_request, run
+from tests.support import ROUTE_INPUT, compose, load_yaml, make_request, run
 
 EXAMPLES = ROOT / "examples"
 CONFIGURATION = EXAMPLES / "configuration"
@@ -45,9 +45,13 @@ NO_CRD_HERE = {
 EXAMPLE_XRS = sorted(EXAMPLES.glob("*/xr*.yaml"))
 
 
+# Upstream CRDs that ../shared/crds lacks, vendored unchanged with where they came from.
+VENDORED_CRDS = sorted((ROOT / "tests" / "crds").rglob("*.yaml"))
+
+
 def registry(path: Path) -> Registry:
     reg = Registry.from_dir(path)
-    for file in [*XRDS, INPUT_CRD]:
+    for file in [*XRDS, INPUT_CRD, *VENDORED_CRDS]:
         reg.add_file(file)
     return reg
 
@@ -60,7 +64,7 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
             if doc.get("kind") == "Object" or (doc.get("apiVersion"), doc.get("kind")) == ("v1", "ConfigMap"):
                 yield f"{file.relative_to(ROOT)}:{doc['metadata']['name']}", doc
     # Imported here: the case tables live with their tests.
-    from tests import route_support, test_gateway, test_route  # noqa: PLC0415
+    from tests import route_support, test_gateway, test_model_check, test_route  # noqa: PLC0415
 
     for case in test_gateway.COMPOSE_CASES:
         rsp = run(make_request(case.xr, test_gateway.GATEWAY_INPUT, case.observed))
@@ -75,6 +79,10 @@ def composed_objects() -> Iterator[tuple[str, dict[str, Any]]]:
         rsp = run(make_request(route_support.XR, ROUTE_INPUT, rcase.observed, rcase.required))
         for name, item in sorted(rsp.desired.resources.items()):
             yield f"route case {rcase.name!r}:{name}", resource.struct_to_dict(item.resource)
+    for mcase in test_model_check.COMPOSED_CASES:
+        outcome = compose(mcase.xr, ROUTE_INPUT, {}, route_support.gw_required(route_support.READY_GW))
+        for name, obj in sorted(outcome.resources.items()):
+            yield f"model check case {mcase.name!r}:{name}", obj
 
 
 def shipped_documents() -> Iterator[tuple[str, dict[str, Any]]]:

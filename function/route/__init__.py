@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from function import cel, claims, references
-from function.api import Input, ModelRouteSpec, WorkloadRef
+from function import cel, claims, model_check, references
+from function.api import Backend, Input, ModelCheck, ModelRouteSpec, WorkloadRef
 from function.conditions import GATEWAY_READY, as_observed
 from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
@@ -48,6 +48,7 @@ from function.route.plan import (
     AUTH_EXEMPTION,
     BACKEND_PREFIX,
     GATEWAY_OBSERVER,
+    MODEL_CHECK_PREFIX,
     ROUTE,
     SECURITY_POLICY_PREFIX,
     SERVICE_BACKEND_PREFIX,
@@ -130,7 +131,22 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
             )
         if b.workload_ref is not None:
             objects[WORKLOAD_PREFIX + b.name] = build_workload_observer(plan, b.name, b.workload_ref)
+        if b.model_check is not None:
+            objects[MODEL_CHECK_PREFIX + b.name] = build_model_check(plan, b, b.model_check)
     return objects
+
+
+def build_model_check(plan: RoutePlan, backend: Backend, check: ModelCheck) -> dict[str, Any]:
+    """provider-http's observe-only Request of the backend's model list, composed directly (a
+    namespaced managed resource, in the route's namespace)."""
+    end = backend.endpoint
+    scheme = "https" if backend.tls is not None else "http"
+    return model_check.build_request(
+        name=plan.object_name("model-check", backend.name),
+        namespace=plan.xr_namespace,
+        url=f"{scheme}://{end.hostname or end.ip}:{end.port}{check.path}",
+        provider_config=plan.inp.model_check_provider_config,
+    )
 
 
 def build_workload_observer(plan: RoutePlan, backend: str, ref: WorkloadRef) -> dict[str, Any]:
@@ -167,7 +183,13 @@ def removed_by_spec(name: str) -> bool:
     """
     return any(
         name.startswith(p)
-        for p in (BACKEND_PREFIX, SERVICE_BACKEND_PREFIX, SECURITY_POLICY_PREFIX, WORKLOAD_PREFIX)
+        for p in (
+            BACKEND_PREFIX,
+            SERVICE_BACKEND_PREFIX,
+            SECURITY_POLICY_PREFIX,
+            WORKLOAD_PREFIX,
+            MODEL_CHECK_PREFIX,
+        )
     )
 
 

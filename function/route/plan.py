@@ -40,6 +40,9 @@ SECURITY_POLICY_PREFIX = "security-policy-"
 WORKLOAD_PREFIX = "workload-"
 
 
+MODEL_CHECK_PREFIX = "model-check-"
+
+
 @dataclass(frozen=True)
 class RoutePlan:
     xr_name: str
@@ -84,6 +87,11 @@ class RoutePlan:
 
     def security_policy_name(self, backend: Backend) -> str:
         return self._held(SECURITY_POLICY_PREFIX + backend.name, self._target_name(backend))
+
+    def checked_model(self, backend: Backend) -> str:
+        """The id a backend's model list must hold: modelCheck.model, else the name sent to it."""
+        check = backend.model_check
+        return (check.model if check else None) or backend.model_name_override or self.model
 
     def object_name(self, *suffix: str) -> str:
         return naming.unique_name(self.xr_name, *suffix, identity=("ModelRoute",))

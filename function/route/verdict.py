@@ -6,11 +6,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from function import claims, readiness
+from function import claims, model_check, readiness
 from function.api import Backend, ModelRouteSpec
 from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
+from function.model_check import Probe
 from function.route.plan import (
     GATEWAY_OBSERVER,
+    MODEL_CHECK_PREFIX,
     ROUTE,
     SERVICE_BACKEND_PREFIX,
     TRAFFIC_POLICY,
@@ -124,7 +126,7 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
         for name in composed
         # The traffic policy decides which backends take requests, not whether any does.
         if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
-        and not name.startswith(WORKLOAD_PREFIX)
+        and not name.startswith((WORKLOAD_PREFIX, MODEL_CHECK_PREFIX))
         and not readiness.in_effect(observed.get(name))
     )
     if waiting:
@@ -145,6 +147,19 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             RoutingReason.CONFIG_LOADING,
             f"Envoy AI Gateway accepted this route's configuration {age} s ago; its ext-proc loads it "
             f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
+        )
+    if (
+        takers
+        and not any(serving[b.name] for b in takers)
+        and all(workload_serves(b, observed, unresolved) for b in takers)
+    ):
+        # Up, and serving something else (or nothing): the probes say so.
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.MODEL_NOT_LOADED,
+            f"no backend that takes the model's requests lists it as loaded "
+            f"({', '.join(b.name for b in takers)}); {serving_details(plan, observed, unresolved)}",
         )
     if not any(serving[b.name] for b in takers):
         return Verdict(
@@ -191,14 +206,34 @@ def config_loaded_in(
     return written + EXTPROC_LOAD_BOUND - plan.now + timedelta(seconds=1)
 
 
+def workload_serves(
+    backend: Backend, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> bool:
+    """What the backend's policies name is readable, and its workload serves (one without a
+    workloadRef counts: an external provider, nothing to observe)."""
+    return backend.name not in unresolved and (
+        backend.workload_ref is None or readiness.in_effect(observed.get(WORKLOAD_PREFIX + backend.name))
+    )
+
+
+def model_probe(plan: RoutePlan, backend: Backend, observed: Mapping[str, Mapping[str, Any]]) -> Probe | None:
+    """What the backend's modelCheck probe says of the model; None without a modelCheck."""
+    check = backend.model_check
+    if check is None:
+        return None
+    return model_check.judge(
+        observed.get(MODEL_CHECK_PREFIX + backend.name), plan.checked_model(backend), check.failure_threshold
+    )
+
+
 def backends_serving(
     plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
 ) -> dict[str, bool]:
-    """Backend name -> whether it serves: what its policies name is readable, and its workload
-    serves (one without a workloadRef counts: an external provider, nothing to observe)."""
+    """Backend name -> whether it serves: its workload serves and, with a modelCheck, its server
+    lists the model."""
     return {
-        b.name: b.name not in unresolved
-        and (b.workload_ref is None or readiness.in_effect(observed.get(WORKLOAD_PREFIX + b.name)))
+        b.name: workload_serves(b, observed, unresolved)
+        and ((probe := model_probe(plan, b, observed)) is None or probe.loaded)
         for b in plan.spec.backends
     }
 
@@ -241,8 +276,8 @@ def taking_requests(spec: ModelRouteSpec, *, fails_over: bool) -> list[Backend]:
 def serving_details(
     plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
 ) -> str:
-    """`<backend>: <how it stands>` for every backend with a workload or an unreadable
-    reference, in spec order."""
+    """`<backend>: <how it stands>` for every backend with a workload, a model check or an
+    unreadable reference, in spec order."""
     parts = []
     for b in plan.spec.backends:
         said = list(unresolved.get(b.name, ()))
@@ -252,6 +287,9 @@ def serving_details(
                     b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
                 )
             )
+        probe = model_probe(plan, b, observed)
+        if probe is not None:
+            said.append(f"model {plan.checked_model(b)} {probe.detail}")
         if said:
             parts.append(f"{b.name}: {', '.join(said)}")
     return "; ".join(parts) or "no backend names a workload"
@@ -266,7 +304,9 @@ def serving_verdict(
     """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
     count = sum(serving.values())
     total = len(serving)
-    unobserved = sum(b.workload_ref is None and serving[b.name] for b in plan.spec.backends)
+    unobserved = sum(
+        b.workload_ref is None and b.model_check is None and serving[b.name] for b in plan.spec.backends
+    )
     if count == total:
         reason = BackendsReason.ALL_SERVING
     elif count == 0:

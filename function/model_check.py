@@ -1,0 +1,151 @@
+"""Whether a backend has the model loaded: what its `GET /v1/models` lists (issue #30).
+
+A backend can be up and serving another model: self-hosted servers (vLLM,
+SGLang, llama.cpp's server, Ollama, TGI) list what they serve at
+`/v1/models`, and one GPU URL often serves whichever model was loaded last.
+Its workload is Available either way, and a request for a model it has not
+loaded gets 404, or the wrong model's answer from a server that ignores the
+`model` field.
+
+The probe is provider-http's namespaced `Request` (v1.0.13+), observe-only:
+it GETs the URL every `--poll` and keeps the last answer in its status. Read
+in v1.0.14's source, its status says less than it seems:
+
+- `Ready` says nothing about health: it stays True after a failure.
+- A connection error keeps the last body and status code, sets `status.error`,
+  counts `status.failed` up and turns `Synced` False.
+- A 404 after an answer keeps the old body too, without counting: the
+  Request "does not exist", `Synced` False, `status.error` untouched.
+- A 5xx overwrites the body and code; `Synced` stays True.
+
+So a body is an answer only while `Synced` is True and its code is 2xx.
+The decision is what this module returns; the composed route stays exactly
+what the spec says whatever it decides (a probe says whether a route serves,
+never what it is).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from function.readiness import condition, get_path
+
+REQUEST_API_VERSION = "http.m.crossplane.io/v1alpha2"
+# The longest a probe waits for an answer (provider-http's default is 5
+# minutes, for which a worker of the provider is held per hung server).
+PROBE_TIMEOUT = "5s"
+
+
+class ProbeState(StrEnum):
+    """What the last probes say of the model, as a closed set: messages and tests name these."""
+
+    # No answer yet: the Request is new, or has never been answered with 2xx.
+    UNTRIED = "untried"
+    # The last answer lists the model.
+    LOADED = "loaded"
+    # The last answer lists other models, not this one.
+    NOT_LOADED = "not loaded"
+    # The last answer lists no model at all.
+    KNOWN_EMPTY = "known empty"
+    # The last probes failed (connection refused, timed out); the answer
+    # before them is kept until failureThreshold of them in a row.
+    PROBING_FAILED = "probing failed"
+    # No answer can be kept: failureThreshold failures in a row, a 404 (the
+    # server no longer answers there), a 5xx, or a body that is no model list.
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True)
+class Probe:
+    state: ProbeState
+    # Whether the backend counts as having the model: LOADED, or PROBING_FAILED
+    # with a kept answer that listed it.
+    loaded: bool
+    # `<state>` and the numbers behind it, for BackendsServing's message.
+    detail: str
+
+
+def listed(body: Any) -> list[str] | None:
+    """The ids a `/v1/models` body lists; None when it is not a model list.
+
+    A body without a `data` list is a parse error, not an empty list: a server
+    that answers something else at that path has told nothing about models.
+    """
+    if not isinstance(body, str):
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    data = parsed.get("data") if isinstance(parsed, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
+
+
+def _answered(models: list[str], want: str) -> ProbeState:
+    # Exact, case-sensitive equality: no aliases, no prefix match.
+    if want in models:
+        return ProbeState.LOADED
+    return ProbeState.NOT_LOADED if models else ProbeState.KNOWN_EMPTY
+
+
+def judge(  # noqa: PLR0911 - one return per state, in order
+    request: Mapping[str, Any] | None, want: str, failure_threshold: int
+) -> Probe:
+    """What an observed provider-http Request says of the model `want`."""
+    code = get_path(request, "status", "response", "statusCode")
+    body = get_path(request, "status", "response", "body")
+    synced = condition(request, "Synced")
+    models = listed(body) if isinstance(code, int | float) and 200 <= code < 300 else None
+    failed = get_path(request, "status", "failed")
+    failures = int(failed) if isinstance(failed, int | float) else 0
+    error = get_path(request, "status", "error")
+    if request is None:
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
+    if synced is not None and synced.get("status") != "True":
+        erred = isinstance(error, str) and bool(error)
+        if code is None:
+            return Probe(ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer")
+        if erred and failures < failure_threshold:
+            state = _answered(models, want) if models is not None else None
+            return Probe(
+                ProbeState.PROBING_FAILED,
+                state is ProbeState.LOADED,
+                f"{ProbeState.PROBING_FAILED} {failures} of {failure_threshold} times in a row, "
+                + (f"the last answer ({state}) kept" if state is not None else "no model list to keep"),
+            )
+        why = f"{failures} failures in a row" if erred else "the URL no longer answers with a model list"
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}")
+    if code is None:
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
+    if not (isinstance(code, int | float) and 200 <= code < 300):
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the probe was answered {int(code)}")
+    if models is None:
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list")
+    state = _answered(models, want)
+    return Probe(state, state is ProbeState.LOADED, f"{state} ({len(models)} listed)")
+
+
+def build_request(*, name: str, namespace: str, url: str, provider_config: str) -> dict[str, Any]:
+    """The observe-only Request that GETs `url` every provider-http `--poll`."""
+    return {
+        "apiVersion": REQUEST_API_VERSION,
+        "kind": "Request",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            # Observe never sends anything but the GET of its OBSERVE mapping.
+            "managementPolicies": ["Observe"],
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+            "forProvider": {
+                # A mapping's url is a jq expression: the URL goes in the payload, read as data.
+                "payload": {"baseUrl": url},
+                "mappings": [{"action": "OBSERVE", "method": "GET", "url": ".payload.baseUrl"}],
+                "waitTimeout": PROBE_TIMEOUT,
+            },
+        },
+    }

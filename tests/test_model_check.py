@@ -1,0 +1,324 @@
+"""A backend's modelCheck: what its server lists at /v1/models decides whether it serves (issue #30)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from function.conditions import BackendsReason, RoutingReason
+from function.model_check import ProbeState, judge, listed
+from tests.route_support import COMPOSED as COMPOSED_OBSERVED
+from tests.route_support import READY_GW, XR, gw_required
+from tests.support import ROUTE_INPUT, compose, refused, said
+
+MODEL = XR["spec"]["model"]
+
+
+def answered(
+    *models: str, code: int = 200, synced: bool = True, error: str = "", failed: int = 0, body: Any = None
+) -> dict[str, Any]:
+    """A provider-http Request as observed: its last answer, and how the last probe went."""
+    status: dict[str, Any] = {
+        "response": {
+            "statusCode": code,
+            "body": body
+            if body is not None
+            else json.dumps({"object": "list", "data": [{"id": m} for m in models]}),
+        },
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Available"},
+            {"type": "Synced", "status": "True" if synced else "False", "reason": "ReconcileSuccess"},
+        ],
+    }
+    if error:
+        status["error"] = error
+    if failed:
+        status["failed"] = failed
+    return {"apiVersion": "http.m.crossplane.io/v1alpha2", "kind": "Request", "status": status}
+
+
+NEVER_ANSWERED = {
+    "apiVersion": "http.m.crossplane.io/v1alpha2",
+    "kind": "Request",
+    "status": {
+        "conditions": [
+            {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "does not exist"}
+        ]
+    },
+}
+CREATED = {"apiVersion": "http.m.crossplane.io/v1alpha2", "kind": "Request", "status": {}}
+
+
+@dataclass(frozen=True)
+class JudgeCase:
+    name: str
+    request: dict[str, Any] | None
+    state: ProbeState
+    loaded: bool
+
+
+JUDGE_CASES = [
+    JudgeCase("a Request not observed yet is untried", None, ProbeState.UNTRIED, False),
+    JudgeCase("a Request with no answer yet is untried", CREATED, ProbeState.UNTRIED, False),
+    JudgeCase("an answer listing the model means loaded", answered("other", MODEL), ProbeState.LOADED, True),
+    JudgeCase(
+        "an answer listing only other models means not loaded",
+        answered("mistralai/Mistral-7B"),
+        ProbeState.NOT_LOADED,
+        False,
+    ),
+    JudgeCase(
+        "the id is compared exactly: another case is another model",
+        answered(MODEL.lower()),
+        ProbeState.NOT_LOADED,
+        False,
+    ),
+    JudgeCase("an empty list is known empty", answered(), ProbeState.KNOWN_EMPTY, False),
+    JudgeCase(
+        "a body without a data list is a parse error, not an empty list",
+        answered(body='{"models": []}'),
+        ProbeState.EXPIRED,
+        False,
+    ),
+    JudgeCase("a body that is not JSON is no answer", answered(body="<html>"), ProbeState.EXPIRED, False),
+    JudgeCase(
+        "a failed probe keeps the last answer that listed the model",
+        answered(MODEL, synced=False, error="connection refused", failed=2),
+        ProbeState.PROBING_FAILED,
+        True,
+    ),
+    JudgeCase(
+        "a failed probe keeps the last answer that did not list it",
+        answered("other", synced=False, error="connection refused", failed=1),
+        ProbeState.PROBING_FAILED,
+        False,
+    ),
+    JudgeCase(
+        "at the failure threshold the last answer expires",
+        answered(MODEL, synced=False, error="connection refused", failed=3),
+        ProbeState.EXPIRED,
+        False,
+    ),
+    JudgeCase(
+        "a 404 after an answer (provider-http keeps the old body) expires it",
+        answered(MODEL, synced=False),
+        ProbeState.EXPIRED,
+        False,
+    ),
+    JudgeCase("a 5xx answer is no model list", answered(MODEL, code=503), ProbeState.EXPIRED, False),
+    JudgeCase(
+        "probing that failed before any answer has nothing to keep",
+        NEVER_ANSWERED,
+        ProbeState.PROBING_FAILED,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", JUDGE_CASES, ids=lambda c: c.name)
+def test_what_a_probe_says_of_the_model(case: JudgeCase) -> None:
+    # Numbers as Crossplane hands them over: doubles.
+    request = json.loads(json.dumps(case.request), parse_int=float) if case.request is not None else None
+    probe = judge(request, MODEL, 3)
+    assert (probe.state, probe.loaded) == (case.state, case.loaded)
+    assert probe.detail.startswith(str(case.state))
+
+
+@pytest.mark.parametrize(
+    ("body", "want"),
+    [
+        ('{"data": [{"id": "a"}, {"id": "b"}]}', ["a", "b"]),
+        ('{"data": []}', []),
+        ('{"data": [{"id": 7}, "x", {"id": "a"}]}', ["a"]),
+        ('{"object": "list"}', None),
+        ('{"data": {"id": "a"}}', None),
+        ("[]", None),
+        ("not json", None),
+        (None, None),
+    ],
+    ids=[
+        "every id of the list",
+        "an empty list",
+        "entries without a string id are skipped",
+        "no data field is no list",
+        "data that is not a list is no list",
+        "a top-level list is no OpenAI answer",
+        "a body that is not JSON is no list",
+        "no body is no list",
+    ],
+)
+def test_the_ids_a_model_list_holds(body: Any, want: list[str] | None) -> None:
+    assert listed(body) == want
+
+
+# --- composed and judged in the route -------------------------------------------------------------
+
+
+def _checked(backend_changes: dict[str, Any] | None = None, *, alone: bool = True) -> dict[str, Any]:
+    """The example route with a modelCheck on its vLLM backend; alone, without the hosted fallback."""
+    xr = copy.deepcopy(XR)
+    backends = xr["spec"]["backends"]
+    backends[0]["modelCheck"] = {}
+    backends[0] |= backend_changes or {}
+    if alone:
+        del backends[1]
+    return xr
+
+
+@dataclass(frozen=True)
+class Composed:
+    name: str
+    xr: dict[str, Any]
+    url: str
+
+
+COMPOSED_CASES = [
+    Composed(
+        "a plain backend is probed over http",
+        _checked(),
+        "http://vllm.team-a.svc.cluster.local:8000/v1/models",
+    ),
+    Composed(
+        "a backend with TLS is probed over https, at its path",
+        _checked({"tls": {}, "modelCheck": {"path": "/openai/v1/models"}}),
+        "https://vllm.team-a.svc.cluster.local:8000/openai/v1/models",
+    ),
+    Composed(
+        "a backend by IP is probed at its IP",
+        _checked({"endpoint": {"ip": "10.0.0.7", "port": 8080}}),
+        "http://10.0.0.7:8080/v1/models",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", COMPOSED_CASES, ids=lambda c: c.name)
+def test_a_model_check_composes_an_observe_only_request_of_the_model_list(case: Composed) -> None:
+    outcome = compose(case.xr, ROUTE_INPUT, {}, gw_required(READY_GW))
+    request = outcome.resources["model-check-vllm"]
+    assert (request["apiVersion"], request["kind"]) == ("http.m.crossplane.io/v1alpha2", "Request")
+    assert request["metadata"]["namespace"] == "team-a"
+    spec = request["spec"]
+    assert spec["managementPolicies"] == ["Observe"]
+    assert spec["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "default"}
+    assert spec["forProvider"]["payload"] == {"baseUrl": case.url}
+    assert spec["forProvider"]["mappings"] == [
+        {"action": "OBSERVE", "method": "GET", "url": ".payload.baseUrl"}
+    ]
+
+
+def _observed(request: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    observed = {k: v for k, v in COMPOSED_OBSERVED.items() if not k.endswith("-hosted")}
+    if request is not None:
+        observed["model-check-vllm"] = request
+    return observed
+
+
+ROUTE_CASES = [
+    (
+        "a server that lists the model serves it",
+        answered(MODEL),
+        RoutingReason.AVAILABLE,
+        "model meta-llama/Llama-3.1-8B-Instruct loaded (1 listed)",
+    ),
+    (
+        "a server that has loaded another model does not serve this one",
+        answered("mistralai/Mistral-7B"),
+        RoutingReason.MODEL_NOT_LOADED,
+        "model meta-llama/Llama-3.1-8B-Instruct not loaded (1 listed)",
+    ),
+    (
+        "a server not probed yet is not trusted with the model",
+        None,
+        RoutingReason.MODEL_NOT_LOADED,
+        "untried: no answer yet",
+    ),
+    (
+        "a probe that failed once keeps the answer before it",
+        answered(MODEL, synced=False, error="i/o timeout", failed=1),
+        RoutingReason.AVAILABLE,
+        "probing failed 1 of 3 times in a row, the last answer (loaded) kept",
+    ),
+    (
+        "probes failing past the threshold leave nothing to trust",
+        answered(MODEL, synced=False, error="i/o timeout", failed=3),
+        RoutingReason.MODEL_NOT_LOADED,
+        "expired: 3 failures in a row",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "request_", "reason", "detail"), ROUTE_CASES, ids=[c[0] for c in ROUTE_CASES]
+)
+def test_routing_ready_follows_what_the_server_lists(
+    name: str, request_: dict[str, Any] | None, reason: RoutingReason, detail: str
+) -> None:
+    outcome = compose(_checked(), ROUTE_INPUT, _observed(request_), gw_required(READY_GW))
+    routing = said(outcome, "RoutingReady")
+    assert routing.reason == reason, (name, routing.message)
+    assert detail in said(outcome, "BackendsServing").message, name
+    # Whatever the probe says, the route is composed exactly as the spec says.
+    assert (
+        outcome.resources
+        == compose(_checked(), ROUTE_INPUT, _observed(answered(MODEL)), gw_required(READY_GW)).resources
+    )
+
+
+def test_a_workload_that_does_not_serve_is_backend_not_serving_whatever_the_probe_kept() -> None:
+    xr = _checked({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}})
+    outcome = compose(xr, ROUTE_INPUT, _observed(answered("other")), gw_required(READY_GW))
+    assert said(outcome, "RoutingReady").reason == RoutingReason.BACKEND_NOT_SERVING
+
+
+def test_a_fallback_that_serves_keeps_the_route_serving_while_the_first_has_another_model() -> None:
+    observed = {**COMPOSED_OBSERVED, "model-check-vllm": answered("other")}
+    outcome = compose(_checked(alone=False), ROUTE_INPUT, observed, gw_required(READY_GW))
+    assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
+
+
+def test_the_probe_asks_for_the_name_sent_to_the_backend_unless_told_otherwise() -> None:
+    override = _checked({"modelNameOverride": "llama-8b"})
+    assert said(
+        compose(override, ROUTE_INPUT, _observed(answered("llama-8b")), gw_required(READY_GW)), "RoutingReady"
+    ).ready
+    told = _checked({"modelNameOverride": "llama-8b", "modelCheck": {"model": "llama-8b-q4"}})
+    assert said(
+        compose(told, ROUTE_INPUT, _observed(answered("llama-8b-q4")), gw_required(READY_GW)), "RoutingReady"
+    ).ready
+
+
+def test_a_model_check_taken_out_of_the_spec_takes_its_request_with_it() -> None:
+    observed = _observed(
+        compose(_checked(), ROUTE_INPUT, {}, gw_required(READY_GW)).resources["model-check-vllm"]
+    )
+    without = copy.deepcopy(_checked())
+    del without["spec"]["backends"][0]["modelCheck"]
+    assert "model-check-vllm" not in compose(without, ROUTE_INPUT, observed, gw_required(READY_GW)).resources
+    # Never by accident: while the gateway cannot be read, it stays.
+    assert "model-check-vllm" in compose(without, ROUTE_INPUT, observed, {}).resources
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"apiKeySecretRef": {"name": "k"}}, "cannot be probed (no key is sent)"),
+        ({"tls": {"sni": "vllm.example.com"}}, "caConfigMapRef or sni cannot be probed"),
+        ({"modelCheck": {"path": "v1/models"}}, "spec.backends[0].modelCheck.path"),
+        ({"modelCheck": {"failureThreshold": 0}}, "spec.backends[0].modelCheck.failureThreshold"),
+    ],
+    ids=[
+        "a backend behind a key is refused a probe that sends none",
+        "a backend verified by SNI is refused a probe that cannot check it",
+        "a path must start with a slash",
+        "a failure threshold of zero trusts nothing",
+    ],
+)
+def test_a_model_check_that_could_never_pass_is_refused_naming_the_field(
+    changes: dict[str, Any], says: str
+) -> None:
+    assert says in refused(_checked(changes), ROUTE_INPUT, {}, gw_required(READY_GW))
