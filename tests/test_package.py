@@ -117,9 +117,24 @@ def test_provider_kubernetes_runs_with_watches() -> None:
     assert docs["Provider"]["spec"]["runtimeConfigRef"]["name"] == runtime["metadata"]["name"]
 
 
-def test_the_install_manifest_installs_the_provider_version_that_ran() -> None:
-    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / "provider-kubernetes.yaml")}
-    assert docs["Provider"]["spec"]["package"].endswith(f":{versions.PINS['PROVIDER_KUBERNETES_VERSION']}")
+@pytest.mark.parametrize(
+    ("manifest", "pin"),
+    [
+        ("provider-kubernetes.yaml", "PROVIDER_KUBERNETES_VERSION"),
+        ("provider-http.yaml", "PROVIDER_HTTP_VERSION"),
+    ],
+    ids=["provider-kubernetes", "provider-http"],
+)
+def test_the_install_manifest_installs_the_provider_version_that_ran(manifest: str, pin: str) -> None:
+    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / manifest)}
+    assert docs["Provider"]["spec"]["package"].endswith(f":{versions.PINS[pin]}")
+
+
+def test_the_model_checks_provider_config_sends_no_key_under_the_inputs_default_name() -> None:
+    docs = {d["kind"]: d for d in load_yaml(EXAMPLES / "install" / "provider-http.yaml")}
+    config = docs["ClusterProviderConfig"]
+    assert config["spec"]["credentials"] == {"source": "None"}
+    assert config["metadata"]["name"] == Input.model_validate(ROUTE_INPUT).model_check_provider_config
 
 
 def test_the_function_runs_two_replicas_a_drain_cannot_take_both_of() -> None:

@@ -37,7 +37,7 @@ from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import run
 from tests.real.processes import PRIVATE_MOUNTS, Supervisor, free_port, port_open
-from tests.real.versions import RUNNING_CROSSPLANE, RUNNING_PROVIDER
+from tests.real.versions import PROVIDER_HTTP, RUNNING_CROSSPLANE, RUNNING_PROVIDER
 from tests.support import EXAMPLES, ROOT, load_yaml
 from tools import release
 
@@ -117,6 +117,7 @@ class CrossplaneStack:
             self._function()
         self._crossplane()
         self._provider()
+        self._provider_http()
         if not self.package:
             self._apis()
 
@@ -361,6 +362,40 @@ class CrossplaneStack:
                 "TLS_SERVER_CERTS_DIR": str(webhook_certs),
                 "HEALTH_PROBE_BIND_ADDRESS": f"127.0.0.1:{health}",
             },
+        )
+
+    def _provider_http(self) -> None:
+        """provider-http as examples/install/provider-http.yaml installs it: its CRDs, the
+        ClusterProviderConfig the model checks use, and the process with the shipped arguments.
+        It resolves backends' names through the cluster DNS (started with the data plane)."""
+        for crd in _crds(module_dir(PROVIDER_HTTP.module, PROVIDER_HTTP.version) / "package" / "crds"):
+            self.kube.apply(crd)
+        self.kube.wait_crds_established()
+        shipped = load_yaml(EXAMPLES / "install" / "provider-http.yaml")
+        for doc in shipped:
+            if doc["kind"] == "ClusterProviderConfig":
+                self.kube.apply(doc)
+        args = next(
+            c["args"]
+            for d in shipped
+            if d["kind"] == "DeploymentRuntimeConfig"
+            for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+        )
+        resolv = self.dir / "provider-http-resolv.conf"
+        resolv.write_text(f"nameserver {self.lab.host_ip}\noptions ndots:1\n")
+        self.sup.start(
+            "provider-http",
+            [
+                *PRIVATE_MOUNTS,
+                "sh",
+                "-c",
+                'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+                str(resolv),
+                str(toolchain.ensure(PROVIDER_HTTP, "provider-http")),
+                *args,
+                "--debug",
+            ],
+            env={"KUBECONFIG": str(self.cp.kubeconfig), "GODEBUG": "netdns=go"},
         )
 
     def _apis(self) -> None:

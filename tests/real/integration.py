@@ -60,6 +60,7 @@ from tests.real.scenarios_install import (
     examples_rendered_through_the_installed_pod,
     function_revision_upgraded,
 )
+from tests.real.scenarios_models import model_swapped
 from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
@@ -99,6 +100,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     gateway_rate_limit,
     model_claimed,
     upgraded_from_v0_1_0,
+    model_swapped,
 ]
 
 # FGR_INSTALL=package (make release-check): Crossplane's package manager installs

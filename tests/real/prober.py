@@ -143,6 +143,7 @@ class Prober:
         self._ablation = False
         self._down = False
         self._fault_at = -1e9
+        self._detection_s: float = DETECTION_S
         # The XRs as last read: probed against while a fault holds the API server down.
         self._last: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._stop = threading.Event()
@@ -158,9 +159,12 @@ class Prober:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def fault(self) -> None:
-        """An unplanned fault happens now: the next DETECTION_S seconds are detection, not lies."""
+    def fault(self, detection_s: float = DETECTION_S) -> None:
+        """An unplanned fault happens now: the next seconds are detection, not lies. DETECTION_S
+        by default; longer only where the design's own bound is (a model check finds a model
+        swap within one provider-http poll and the watch path)."""
         self._fault_at = time.time()
+        self._detection_s = detection_s
 
     @contextlib.contextmanager
     def ablation(self) -> Iterator[None]:
@@ -216,7 +220,7 @@ class Prober:
             leak = refused and ans.ok and ready
             # Judged when the answer came, not when the probe began: a scenario's fault that
             # lands between the two is detection (CI counted such a request as a lie).
-            allowance = time.time() - self._fault_at < DETECTION_S
+            allowance = time.time() - self._fault_at < self._detection_s
             self._add(
                 Sample(
                     second,

@@ -52,6 +52,10 @@ class Upstream:
     seen: list[Seen] = field(default_factory=list)
     # While True, answers 503 as a server with no ready replica behind its Service would fail.
     down: bool = False
+    # What the server has loaded, as a self-hosted server (vLLM) lists it at GET /v1/models and
+    # refuses any other model (404 "The model ... does not exist"); None: it answers any model
+    # and lists none.
+    models: list[str] | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,6 +84,12 @@ class Upstream:
                 if upstream.down:
                     self._answer(503, {"error": {"message": f"{upstream.name} has no ready replica"}})
                     return
+                loaded = upstream.models
+                if loaded is not None and model not in loaded:
+                    self._answer(
+                        404, {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
+                    )
+                    return
                 with upstream._lock:
                     upstream.seen.append(
                         Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, model, len(raw))
@@ -87,6 +97,12 @@ class Upstream:
                 self._answer(200, upstream.answer(model))
 
             def do_GET(self) -> None:
+                loaded = upstream.models
+                if self.path == "/v1/models" and loaded is not None:
+                    self._answer(
+                        200, {"object": "list", "data": [{"id": m, "object": "model"} for m in loaded]}
+                    )
+                    return
                 self._answer(404, {"error": {"message": f"{upstream.name} serves no GET"}})
 
             def _answer(self, status: int, payload: dict[str, Any]) -> None:

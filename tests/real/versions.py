@@ -134,6 +134,15 @@ PROVIDER_KUBERNETES_OLDEST = Component(
     binaries=PROVIDER_KUBERNETES.binaries,
 )
 
+# Its observe-only Request GETs a backend's /v1/models every --poll
+# (backends[].modelCheck, issue #30); v1.0.13 added the namespaced kinds.
+PROVIDER_HTTP = Component(
+    name="provider-http",
+    module="github.com/crossplane-contrib/provider-http",
+    version=PINS["PROVIDER_HTTP_VERSION"],
+    binaries={"provider-http": "github.com/crossplane-contrib/provider-http/cmd/provider"},
+)
+
 ENVOY_GATEWAY = Component(
     name="envoy-gateway",
     module="github.com/envoyproxy/gateway",

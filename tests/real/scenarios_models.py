@@ -1,0 +1,102 @@
+"""Issue #30: RoutingReady knows what the backend's server has loaded.
+
+One OpenAI-compatible server, as a self-hosted server behaves (it lists what it
+has loaded at GET /v1/models and answers 404 for any other model), and two
+ModelRoutes on it, each with a modelCheck: provider-http's observe-only
+Request GETs the list every --poll (examples/install/provider-http.yaml). The
+scenario swaps what the server has loaded (Mistral, then Qwen, then nothing,
+then Mistral again); each route must say the truth within one poll and the
+watch path after every swap, and the prober judges every second of it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.real.harness import CONVERGE_S, ROUTE, Env, model_route_doc, route_doc_one_backend
+from tests.real.kube import wait
+from tests.real.prober import XR_API
+from tests.real.report import Report
+from tests.support import EXAMPLES, load_yaml
+
+MISTRAL = "mistralai/Mistral-7B-Instruct-v0.3"
+QWEN = "Qwen/Qwen2.5-32B-Instruct"
+ROUTES = {MISTRAL: "mistral", QWEN: "qwen"}
+
+
+def _poll_s() -> float:
+    """provider-http's --poll as the shipped install manifest sets it."""
+    args = next(
+        c["args"]
+        for d in load_yaml(EXAMPLES / "install" / "provider-http.yaml")
+        if d["kind"] == "DeploymentRuntimeConfig"
+        for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    )
+    poll = next(a.removeprefix("--poll=") for a in args if a.startswith("--poll="))
+    assert poll.endswith("s"), poll
+    return float(poll.removesuffix("s"))
+
+
+# From a swap to the truth: the swap can land just after a probe, so one whole
+# poll, then provider-http's status write, Crossplane's watch of the composed
+# Request and one reconcile (the watch path, a few seconds here).
+WATCH_PATH_S = 5.0
+
+
+def _serving(env: Env, name: str) -> tuple[bool, str]:
+    """RoutingReady as the function last decided it (status.serving): ready, reason."""
+    rt = env.route(ROUTE[0], name) or {}
+    serving = (rt.get("status") or {}).get("serving") or {}
+    return serving.get("ready") is True, str(serving.get("reason") or "")
+
+
+def _told(env: Env, loaded: list[str]) -> bool:
+    """Every route says what the server has: Available for a loaded model, ModelNotLoaded otherwise."""
+    return all(
+        _serving(env, name) == ((True, "Available") if model in loaded else (False, "ModelNotLoaded"))
+        for model, name in ROUTES.items()
+    )
+
+
+def model_swapped(env: Env, r: Report) -> None:
+    bound = _poll_s() + WATCH_PATH_S
+    env.vllm.models = [MISTRAL]
+    try:
+        for model, name in ROUTES.items():
+            backends: list[dict[str, Any]] = route_doc_one_backend()["spec"]["backends"]
+            backends[0]["modelCheck"] = {}
+            env.kube.apply(model_route_doc((ROUTE[0], name), model, backends))
+        wait(
+            "the Mistral route serving and the Qwen route ModelNotLoaded",
+            lambda: _told(env, [MISTRAL]),
+            CONVERGE_S,
+        )
+        took = []
+        for loaded in ([QWEN], [], [MISTRAL]):
+            # To the gateway a swap is a fault no one announces: the next poll finds it.
+            env.prober.fault(detection_s=bound)
+            swapped = time.time()
+            env.vllm.models = loaded
+            wait(
+                f"every route told the server has {loaded or 'nothing'}",
+                lambda now=loaded: _told(env, now),
+                bound,
+            )
+            took.append(time.time() - swapped)
+            r.lags.append(took[-1])
+        r.notes.append(
+            f"the server swapped Mistral to Qwen, to nothing, to Mistral: both routes told the truth "
+            f"{', '.join(f'{t:.0f} s' for t in took)} after each swap (bound {bound:.0f} s: provider-http "
+            f"--poll {_poll_s():.0f} s and the watch path); a route for a model the server has not loaded "
+            "says ModelNotLoaded"
+        )
+    finally:
+        env.vllm.models = None
+        for name in ROUTES.values():
+            env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
+        wait(
+            "the model routes gone",
+            lambda: all(env.route(ROUTE[0], n) is None for n in ROUTES.values()),
+            CONVERGE_S,
+        )
