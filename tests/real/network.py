@@ -283,9 +283,10 @@ class Lab:
         tag = run_tag()
         self.hosts = {
             name: Host(
-                namespace=f"fgr{tag}{name[:4]}",
-                host_if=f"fgr{tag}{name[:3]}h",
-                ns_if=f"fgr{tag}{name[:3]}n",
+                # The index keeps names of one prefix apart (provider-kubernetes, provider-http).
+                namespace=f"fgr{tag}{name[:3]}{i}",
+                host_if=f"fgr{tag}{name[:2]}{i}h",
+                ns_if=f"fgr{tag}{name[:2]}{i}n",
                 host_ip=f"10.213.{third}.{4 * i + 1}",
                 ns_ip=f"10.213.{third}.{4 * i + 2}",
             )
