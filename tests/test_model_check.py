@@ -19,7 +19,12 @@ MODEL = XR["spec"]["model"]
 
 
 def answered(
-    *models: str, code: int = 200, synced: bool = True, error: str = "", failed: int = 0, body: Any = None
+    *models: str,
+    code: int = 200,
+    synced: bool = True,
+    error: str | None = None,
+    failed: int | None = None,
+    body: Any = None,
 ) -> dict[str, Any]:
     """A provider-http Request as observed: its last answer, and how the last probe went."""
     status: dict[str, Any] = {
@@ -34,9 +39,9 @@ def answered(
             {"type": "Synced", "status": "True" if synced else "False", "reason": "ReconcileSuccess"},
         ],
     }
-    if error:
+    if error is not None:
         status["error"] = error
-    if failed:
+    if failed is not None:
         status["failed"] = failed
     return {"apiVersion": "http.m.crossplane.io/v1alpha2", "kind": "Request", "status": status}
 
@@ -59,6 +64,7 @@ class JudgeCase:
     request: dict[str, Any] | None
     state: ProbeState
     loaded: bool
+    detail: str = ""
 
 
 JUDGE_CASES = [
@@ -102,14 +108,53 @@ JUDGE_CASES = [
         answered(MODEL, synced=False, error="connection refused", failed=3),
         ProbeState.EXPIRED,
         False,
+        "3 failures in a row",
     ),
     JudgeCase(
-        "a 404 after an answer (provider-http keeps the old body) expires it",
-        answered(MODEL, synced=False),
+        "a 404 after an answer (provider-http keeps the old body, its error reset) expires it",
+        answered(MODEL, synced=False, error="", failed=0),
         ProbeState.EXPIRED,
         False,
+        "no longer answers with a model list",
     ),
-    JudgeCase("a 5xx answer is no model list", answered(MODEL, code=503), ProbeState.EXPIRED, False),
+    JudgeCase(
+        "a failure provider-http has not counted yet is the first",
+        answered(MODEL, synced=False, error="i/o timeout"),
+        ProbeState.PROBING_FAILED,
+        True,
+        "0 of 3 times",
+    ),
+    JudgeCase(
+        "a failed probe after a body that was no model list keeps nothing",
+        answered(body="<html>", synced=False, error="connection refused", failed=1),
+        ProbeState.PROBING_FAILED,
+        False,
+        "no model list to keep",
+    ),
+    JudgeCase(
+        "a failed probe after a 5xx keeps nothing: the 5xx overwrote the list",
+        answered(MODEL, code=500, synced=False, error="connection refused", failed=1),
+        ProbeState.PROBING_FAILED,
+        False,
+        "no model list to keep",
+    ),
+    JudgeCase(
+        "a 3xx answer is no model list, even one that lists the model",
+        answered(MODEL, code=300),
+        ProbeState.EXPIRED,
+        False,
+        "answered 300",
+    ),
+    JudgeCase(
+        "a failed probe after a 3xx keeps nothing",
+        answered(MODEL, code=300, synced=False, error="connection refused", failed=1),
+        ProbeState.PROBING_FAILED,
+        False,
+        "no model list to keep",
+    ),
+    JudgeCase(
+        "a 5xx answer is no model list", answered(MODEL, code=503), ProbeState.EXPIRED, False, "answered 503"
+    ),
     JudgeCase(
         "probing that failed before any answer has nothing to keep",
         NEVER_ANSWERED,
@@ -126,6 +171,7 @@ def test_what_a_probe_says_of_the_model(case: JudgeCase) -> None:
     probe = judge(request, MODEL, 3)
     assert (probe.state, probe.loaded) == (case.state, case.loaded)
     assert probe.detail.startswith(str(case.state))
+    assert case.detail in probe.detail, probe.detail
 
 
 @pytest.mark.parametrize(
@@ -200,6 +246,8 @@ def test_a_model_check_composes_an_observe_only_request_of_the_model_list(case: 
     outcome = compose(case.xr, ROUTE_INPUT, {}, gw_required(READY_GW))
     request = outcome.resources["model-check-vllm"]
     assert (request["apiVersion"], request["kind"]) == ("http.m.crossplane.io/v1alpha2", "Request")
+    # Named for the route, the probe and the backend, as the route's other objects are.
+    assert request["metadata"]["name"].startswith("llama-model-check-vllm-"), request["metadata"]["name"]
     assert request["metadata"]["namespace"] == "team-a"
     spec = request["spec"]
     assert spec["managementPolicies"] == ["Observe"]
@@ -260,6 +308,7 @@ def test_routing_ready_follows_what_the_server_lists(
     outcome = compose(_checked(), ROUTE_INPUT, _observed(request_), gw_required(READY_GW))
     routing = said(outcome, "RoutingReady")
     assert routing.reason == reason, (name, routing.message)
+    assert routing.ready is (reason is RoutingReason.AVAILABLE), name
     assert detail in said(outcome, "BackendsServing").message, name
     # Whatever the probe says, the route is composed exactly as the spec says.
     assert (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from function import claims, naming
-from function.api import Backend, Input, ModelRouteSpec
+from function.api import Backend, Input, ModelCheck, ModelRouteSpec
 from function.objects import Target, held_name
 
 # composition-resource-names. Per-backend names carry the backend's name, so a
@@ -88,10 +88,9 @@ class RoutePlan:
     def security_policy_name(self, backend: Backend) -> str:
         return self._held(SECURITY_POLICY_PREFIX + backend.name, self._target_name(backend))
 
-    def checked_model(self, backend: Backend) -> str:
+    def checked_model(self, backend: Backend, check: ModelCheck) -> str:
         """The id a backend's model list must hold: modelCheck.model, else the name sent to it."""
-        check = backend.model_check
-        return (check.model if check else None) or backend.model_name_override or self.model
+        return check.model or backend.model_name_override or self.model
 
     def object_name(self, *suffix: str) -> str:
         return naming.unique_name(self.xr_name, *suffix, identity=("ModelRoute",))

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from function import claims, model_check, readiness
-from function.api import Backend, ModelRouteSpec
+from function.api import Backend, ModelCheck, ModelRouteSpec
 from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
 from function.model_check import Probe
 from function.route.plan import (
@@ -216,13 +216,14 @@ def workload_serves(
     )
 
 
-def model_probe(plan: RoutePlan, backend: Backend, observed: Mapping[str, Mapping[str, Any]]) -> Probe | None:
-    """What the backend's modelCheck probe says of the model; None without a modelCheck."""
-    check = backend.model_check
-    if check is None:
-        return None
+def model_probe(
+    plan: RoutePlan, backend: Backend, check: ModelCheck, observed: Mapping[str, Mapping[str, Any]]
+) -> Probe:
+    """What the backend's modelCheck probe says of the model."""
     return model_check.judge(
-        observed.get(MODEL_CHECK_PREFIX + backend.name), plan.checked_model(backend), check.failure_threshold
+        observed.get(MODEL_CHECK_PREFIX + backend.name),
+        plan.checked_model(backend, check),
+        check.failure_threshold,
     )
 
 
@@ -233,7 +234,7 @@ def backends_serving(
     lists the model."""
     return {
         b.name: workload_serves(b, observed, unresolved)
-        and ((probe := model_probe(plan, b, observed)) is None or probe.loaded)
+        and (b.model_check is None or model_probe(plan, b, b.model_check, observed).loaded)
         for b in plan.spec.backends
     }
 
@@ -287,9 +288,9 @@ def serving_details(
                     b.workload_ref.api_version, b.workload_ref.kind, observed.get(WORKLOAD_PREFIX + b.name)
                 )
             )
-        probe = model_probe(plan, b, observed)
-        if probe is not None:
-            said.append(f"model {plan.checked_model(b)} {probe.detail}")
+        if b.model_check is not None:
+            probe = model_probe(plan, b, b.model_check, observed)
+            said.append(f"model {plan.checked_model(b, b.model_check)} {probe.detail}")
         if said:
             parts.append(f"{b.name}: {', '.join(said)}")
     return "; ".join(parts) or "no backend names a workload"

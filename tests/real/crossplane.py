@@ -385,16 +385,19 @@ class CrossplaneStack:
         resolv.write_text(f"nameserver {self.lab.host_ip}\noptions ndots:1\n")
         self.sup.start(
             "provider-http",
-            [
-                *PRIVATE_MOUNTS,
-                "sh",
-                "-c",
-                'mount --bind "$0" /etc/resolv.conf && exec "$@"',
-                str(resolv),
-                str(toolchain.ensure(PROVIDER_HTTP, "provider-http")),
-                *args,
-                "--debug",
-            ],
+            self.lab.inside(
+                "provider-http",
+                [
+                    *PRIVATE_MOUNTS,
+                    "sh",
+                    "-c",
+                    'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+                    str(resolv),
+                    str(toolchain.ensure(PROVIDER_HTTP, "provider-http")),
+                    *args,
+                    "--debug",
+                ],
+            ),
             env={"KUBECONFIG": str(self.cp.kubeconfig), "GODEBUG": "netdns=go"},
         )
 

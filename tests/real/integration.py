@@ -122,7 +122,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
 @contextmanager
 def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
     sup = Supervisor(workdir / "logs")
-    lab = Lab(("provider-kubernetes", "envoy-gateway"))
+    # provider-http in a namespace of its own: its metrics server takes :8080, as Envoy AI Gateway's does.
+    lab = Lab(("provider-kubernetes", "envoy-gateway", "provider-http"))
     env: Env | None = None
     vllm: Upstream | None = None
     dns: ClusterDNS | None = None
