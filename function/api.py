@@ -626,8 +626,9 @@ class ModelCheck(Model):
     Ollama and TGI answer it).
     """
     failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
-    """Failed probes in a row (connection refused, timed out) after which the last answer is no longer
-    trusted. Probes run every provider-http --poll.
+    """Failed probes in a row (connection refused, timed out) at which the last answer is no longer
+    trusted. provider-http retries a failed probe sooner than its --poll (backing off from 1 s), so the
+    threshold is reached in seconds, not polls.
     """
 
 

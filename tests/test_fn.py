@@ -677,7 +677,7 @@ def test_an_outcome_without_a_verdict_sets_no_condition_ready_or_ttl_of_its_own(
     [("8231", "8231"), (None, None), ("", None), (8231, None)],
     ids=[
         "an XR read from the API server: its version is the precondition",
-        "an XR without a version (crossplane render's files): no precondition",
+        "an XR without a version: no precondition",
         "an empty version: no precondition",
         "a version that is not a string: no precondition",
     ],

@@ -53,6 +53,7 @@ UPSTREAM_CRD_FOLDERS = ("envoy-ai-gateway", "envoy-gateway", "gateway-api", "pro
 CONFIGURATION = EXAMPLES / "configuration"
 XRDS = sorted(CONFIGURATION.glob("*-xrd.yaml"))
 INPUT_CRD_DIR = ROOT / "package" / "input"
+VENDORED_CRD_DIR = ROOT / "tests" / "crds"
 # Kinds the CLI has no schema for: Kubernetes built-ins are not CRDs (RBAC in
 # the install manifests, the function's PodDisruptionBudget; the observer's Deployment, which is only a name to
 # observe), and package metadata is checked by `xpkg build` itself.
@@ -259,7 +260,11 @@ def validate(cli: Cli, docs: list[dict[str, Any]], workdir: Path) -> int:
     resources.write_text("".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in docs))
     cache = workdir / f"validate-cache-{cli.version}"
     extensions = (
-        [str(CRD_DIR / f) for f in UPSTREAM_CRD_FOLDERS] + [str(x) for x in XRDS] + [str(INPUT_CRD_DIR)]
+        [str(CRD_DIR / f) for f in UPSTREAM_CRD_FOLDERS]
+        + [str(x) for x in XRDS]
+        + [str(INPUT_CRD_DIR)]
+        # Upstream CRDs ../shared/crds lacks (provider-http's), vendored unchanged.
+        + [str(VENDORED_CRD_DIR)]
     )
     if cli.core is None:
         image = seed_builtin_schemas(cli, cache)
