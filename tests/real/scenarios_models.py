@@ -63,13 +63,14 @@ def _told(env: Env, loaded: list[str]) -> bool:
 def model_swapped(env: Env, r: Report) -> None:
     bound = _poll_s() + WATCH_PATH_S
     env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTE[0]}})
-    # The models earlier scenarios' routes (without a modelCheck) send to this server: it keeps
-    # them loaded, so only the swapped models change (CI: the example route's llama got 404 while
-    # it said True, as a route without a modelCheck cannot know; the prober counted 20 lies).
+    # The models earlier scenarios' routes (without a modelCheck), in any namespace, send to this
+    # server: it keeps them loaded, so only the swapped models change (CI: the example route's
+    # llama got 404 while it said True, as a route without a modelCheck cannot know; the prober
+    # counted 20 lies).
     others = sorted(
         {
             str(m)
-            for rt in env.kube.list(XR_API, "ModelRoute", ROUTE[0])
+            for rt in env.kube.list(XR_API, "ModelRoute")
             if (m := (rt.get("spec") or {}).get("model")) and m not in ROUTES
         }
     )
