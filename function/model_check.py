@@ -27,12 +27,13 @@ never what it is).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from function.readiness import condition, get_path
+from function.readiness import condition, get_path, target_gone
 
 REQUEST_API_VERSION = "http.m.crossplane.io/v1alpha2"
 # The longest a probe waits for an answer (provider-http's default is 5
@@ -67,6 +68,12 @@ class Probe:
     loaded: bool
     # `<state>` and the numbers behind it, for BackendsServing's message.
     detail: str
+
+    @property
+    def answers_without_it(self) -> bool:
+        """The server is up and lists other models or none: it answers the model's requests at
+        once (404, or another model's answer), which no retry or ejection moves on."""
+        return self.state in (ProbeState.NOT_LOADED, ProbeState.KNOWN_EMPTY)
 
 
 def listed(body: Any) -> list[str] | None:
@@ -111,7 +118,10 @@ def judge(  # noqa: PLR0911 - one return per state, in order
         erred = isinstance(error, str) and bool(error)
         if code is None:
             return Probe(ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer")
-        if erred and failures < failure_threshold:
+        # A 404 after a refused connection leaves provider-http's error and count as they were
+        # and only says the Request "does not exist": the server answers, with no model list.
+        gone = target_gone(request)
+        if erred and not gone and failures < failure_threshold:
             state = _answered(models, want) if models is not None else None
             return Probe(
                 ProbeState.PROBING_FAILED,
@@ -119,12 +129,18 @@ def judge(  # noqa: PLR0911 - one return per state, in order
                 f"{ProbeState.PROBING_FAILED} {failures} of {failure_threshold} times in a row, "
                 + (f"the last answer ({state}) kept" if state is not None else "no model list to keep"),
             )
-        why = f"{failures} failures in a row" if erred else "the URL no longer answers with a model list"
+        why = (
+            f"{failures} failures in a row"
+            if erred and not gone
+            else "the URL no longer answers with a model list"
+        )
         return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}")
     if code is None:
         return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
     if not (isinstance(code, int | float) and 200 <= code < 300):
-        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the probe was answered {int(code)}")
+        # A code that is no number (a hostile or broken status) is said as it is, never a crash.
+        said_code = int(code) if isinstance(code, int | float) and math.isfinite(code) else repr(code)
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the probe was answered {said_code}")
     if models is None:
         return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list")
     state = _answered(models, want)

@@ -25,6 +25,7 @@ def answered(
     error: str | None = None,
     failed: int | None = None,
     body: Any = None,
+    synced_message: str = "",
 ) -> dict[str, Any]:
     """A provider-http Request as observed: its last answer, and how the last probe went."""
     status: dict[str, Any] = {
@@ -36,7 +37,12 @@ def answered(
         },
         "conditions": [
             {"type": "Ready", "status": "True", "reason": "Available"},
-            {"type": "Synced", "status": "True" if synced else "False", "reason": "ReconcileSuccess"},
+            {
+                "type": "Synced",
+                "status": "True" if synced else "False",
+                "reason": "ReconcileSuccess" if synced else "ReconcileError",
+                "message": synced_message,
+            },
         ],
     }
     if error is not None:
@@ -118,6 +124,19 @@ JUDGE_CASES = [
         "no longer answers with a model list",
     ),
     JudgeCase(
+        "a 404 after a refused connection (error and count left as they were) expires the answer",
+        answered(
+            MODEL,
+            synced=False,
+            error="connection refused",
+            failed=1,
+            synced_message="cannot observe external resource: external resource does not exist",
+        ),
+        ProbeState.EXPIRED,
+        False,
+        "no longer answers with a model list",
+    ),
+    JudgeCase(
         "a failure provider-http has not counted yet is the first",
         answered(MODEL, synced=False, error="i/o timeout"),
         ProbeState.PROBING_FAILED,
@@ -154,6 +173,13 @@ JUDGE_CASES = [
     ),
     JudgeCase(
         "a 5xx answer is no model list", answered(MODEL, code=503), ProbeState.EXPIRED, False, "answered 503"
+    ),
+    JudgeCase(
+        "a status code that is no number is said as it is, never a crash",
+        answered(MODEL, code="teapot"),  # type: ignore[arg-type]
+        ProbeState.EXPIRED,
+        False,
+        "answered 'teapot'",
     ),
     JudgeCase(
         "probing that failed before any answer has nothing to keep",
@@ -323,9 +349,42 @@ def test_a_workload_that_does_not_serve_is_backend_not_serving_whatever_the_prob
     assert said(outcome, "RoutingReady").reason == RoutingReason.BACKEND_NOT_SERVING
 
 
-def test_a_fallback_that_serves_keeps_the_route_serving_while_the_first_has_another_model() -> None:
+def test_a_first_backend_with_another_model_fails_its_requests_whatever_the_fallback_serves() -> None:
+    """It answers 404 at once: Envoy retries connect failures, resets and 5xx and ejects on 5xx, so
+    none of its requests reaches the fallback (found in review)."""
     observed = {**COMPOSED_OBSERVED, "model-check-vllm": answered("other")}
     outcome = compose(_checked(alone=False), ROUTE_INPUT, observed, gw_required(READY_GW))
+    routing = said(outcome, "RoutingReady")
+    assert (routing.ready, routing.reason) == (False, RoutingReason.MODEL_NOT_LOADED)
+    assert "requests Envoy sends to vllm are answered without the model" in routing.message
+
+
+def test_a_first_backend_that_is_down_hands_its_requests_to_a_fallback_that_serves() -> None:
+    """Refused connections are retried on the next level: the fallback serves the model."""
+    observed = {
+        **COMPOSED_OBSERVED,
+        "model-check-vllm": answered(MODEL, synced=False, error="refused", failed=3),
+    }
+    outcome = compose(_checked(alone=False), ROUTE_INPUT, observed, gw_required(READY_GW))
+    assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
+
+
+def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> None:
+    xr = _checked(alone=False)
+    # The fallback, self-hosted too and probed, has another model loaded.
+    xr["spec"]["backends"][1] = {
+        "name": "hosted",
+        "endpoint": {"hostname": "spare.team-a.svc.cluster.local", "port": 8000},
+        "priority": 1,
+        "modelCheck": {},
+    }
+    observed = {
+        **COMPOSED_OBSERVED,
+        "model-check-vllm": answered(MODEL),
+        "model-check-hosted": answered("other"),
+    }
+    outcome = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
     assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
 

@@ -44,7 +44,7 @@ def _gateway_state(gateway_ready: Mapping[str, Any] | None) -> str:
     )
 
 
-def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
+def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     plan: RoutePlan,
     view: GatewayView,
     composed: Mapping[str, Any],
@@ -148,6 +148,16 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"Envoy AI Gateway accepted this route's configuration {age} s ago; its ext-proc loads it "
             f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
         )
+    wrong = answered_without_the_model(plan, observed, unresolved, takers, serving)
+    if wrong:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.MODEL_NOT_LOADED,
+            f"requests Envoy sends to {', '.join(b.name for b in wrong)} are answered without the model "
+            "(404, or another model's answer), which no retry or ejection moves to another backend; "
+            f"{serving_details(plan, observed, unresolved)}",
+        )
     if (
         takers
         and not any(serving[b.name] for b in takers)
@@ -225,6 +235,38 @@ def model_probe(
         plan.checked_model(backend, check),
         check.failure_threshold,
     )
+
+
+def answered_without_the_model(
+    plan: RoutePlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    unresolved: Mapping[str, Sequence[str]],
+    takers: Sequence[Backend],
+    serving: Mapping[str, bool],
+) -> list[Backend]:
+    """The backends taking the model's requests whose servers answer them without it.
+
+    Envoy sends a request to the first priority level with healthy hosts. A
+    dead backend's requests are retried and the backend ejected, so the next
+    level takes them; a server that answers 404 (or another model's answer)
+    at once looks healthy and keeps its share. By level, as Envoy reaches
+    them: the first level holding such a backend fails its requests, unless
+    a level before it holds a backend that serves.
+    """
+    for level in sorted({b.priority for b in takers}):
+        here = [b for b in takers if b.priority == level]
+        wrong = [
+            b
+            for b in here
+            if b.model_check is not None
+            and workload_serves(b, observed, unresolved)
+            and model_probe(plan, b, b.model_check, observed).answers_without_it
+        ]
+        if wrong:
+            return wrong
+        if any(serving[b.name] for b in here):
+            return []
+    return []
 
 
 def backends_serving(

@@ -74,6 +74,16 @@ def module_dir(module: str, version: str) -> Path:
     return Path(run(["go", "env", "GOMODCACHE"]).strip()) / f"{module}@{version}"
 
 
+def runtime_args(manifest: str) -> list[str]:
+    """The arguments the DeploymentRuntimeConfig in examples/install/<manifest> passes a provider."""
+    return next(
+        c["args"]
+        for d in load_yaml(EXAMPLES / "install" / manifest)
+        if d["kind"] == "DeploymentRuntimeConfig"
+        for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    )
+
+
 def _crds(folder: Path) -> list[dict[str, Any]]:
     return [d for f in sorted(folder.glob("*.yaml")) for d in load_yaml(f)]
 
@@ -344,13 +354,7 @@ class CrossplaneStack:
         # controller-runtime's webhook server reads tls.crt and tls.key.
         health = free_port()
         # The arguments the shipped DeploymentRuntimeConfig passes.
-        runtime = yaml.safe_load_all((EXAMPLES / "install" / "provider-kubernetes.yaml").read_text())
-        args = next(
-            c["args"]
-            for d in runtime
-            if d and d["kind"] == "DeploymentRuntimeConfig"
-            for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
-        )
+        args = runtime_args("provider-kubernetes.yaml")
         self.sup.start(
             "provider-kubernetes",
             self.lab.inside(
@@ -375,12 +379,7 @@ class CrossplaneStack:
         for doc in shipped:
             if doc["kind"] == "ClusterProviderConfig":
                 self.kube.apply(doc)
-        args = next(
-            c["args"]
-            for d in shipped
-            if d["kind"] == "DeploymentRuntimeConfig"
-            for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
-        )
+        args = runtime_args("provider-http.yaml")
         resolv = self.dir / "provider-http-resolv.conf"
         resolv.write_text(f"nameserver {self.lab.host_ip}\noptions ndots:1\n")
         self.sup.start(

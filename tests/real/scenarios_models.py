@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tests.real.crossplane import runtime_args
 from tests.real.harness import CONVERGE_S, ROUTE, Env, model_route_doc, route_doc_one_backend
 from tests.real.kube import wait
 from tests.real.prober import XR_API
 from tests.real.report import Report
-from tests.support import EXAMPLES, load_yaml
 
 MISTRAL = "mistralai/Mistral-7B-Instruct-v0.3"
 QWEN = "Qwen/Qwen2.5-32B-Instruct"
@@ -27,13 +27,9 @@ ROUTES = {MISTRAL: "mistral", QWEN: "qwen"}
 
 def _poll_s() -> float:
     """provider-http's --poll as the shipped install manifest sets it."""
-    args = next(
-        c["args"]
-        for d in load_yaml(EXAMPLES / "install" / "provider-http.yaml")
-        if d["kind"] == "DeploymentRuntimeConfig"
-        for c in d["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    poll = next(
+        a.removeprefix("--poll=") for a in runtime_args("provider-http.yaml") if a.startswith("--poll=")
     )
-    poll = next(a.removeprefix("--poll=") for a in args if a.startswith("--poll="))
     assert poll.endswith("s"), poll
     return float(poll.removesuffix("s"))
 
