@@ -22,7 +22,10 @@ from tests.real.report import Report
 
 MISTRAL = "mistralai/Mistral-7B-Instruct-v0.3"
 QWEN = "Qwen/Qwen2.5-32B-Instruct"
-ROUTES = {MISTRAL: "mistral", QWEN: "qwen"}
+# Names no other scenario uses: applying over an earlier scenario's route (a team-a/mistral on
+# another gateway) changed its model while its status still said True, and the prober counted
+# that second as a lie (CI of 31ace23).
+ROUTES = {MISTRAL: "swap-mistral", QWEN: "swap-qwen"}
 
 
 def _poll_s() -> float:
@@ -67,7 +70,9 @@ def model_swapped(env: Env, r: Report) -> None:
         {
             str(m)
             for rt in env.kube.list(XR_API, "ModelRoute")
-            if (m := (rt.get("spec") or {}).get("model")) and m not in ROUTES
+            if (m := (rt.get("spec") or {}).get("model"))
+            and (rt["metadata"]["namespace"], rt["metadata"]["name"])
+            not in {(ROUTE[0], n) for n in ROUTES.values()}
         }
     )
     env.vllm.models = [MISTRAL, *others]
