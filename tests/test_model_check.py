@@ -200,6 +200,12 @@ def test_what_a_probe_says_of_the_model(case: JudgeCase) -> None:
     assert case.detail in probe.detail, probe.detail
 
 
+def test_a_status_code_is_said_as_the_number_it_is() -> None:
+    # Crossplane hands numbers over as doubles: 503.0 is said as 503.
+    request = json.loads(json.dumps(answered(MODEL, code=503)), parse_int=float)
+    assert judge(request, MODEL, 3).detail == "expired: the probe was answered 503"
+
+
 @pytest.mark.parametrize(
     ("body", "want"),
     [
