@@ -17,6 +17,8 @@ in v1.0.14's source, its status says less than it seems:
 - A 404 after an answer keeps the old body too, without counting: the
   Request "does not exist", `Synced` False, `status.error` untouched.
 - A 5xx overwrites the body and code; `Synced` stays True.
+- `status.requestDetails.url` is the URL of the answer kept: after the URL
+  changes, the status is the old URL's until the new one answers.
 
 So a body is an answer only while `Synced` is True and its code is 2xx.
 The decision is what this module returns; the composed route stays exactly
@@ -102,9 +104,9 @@ def _answered(models: list[str], want: str) -> ProbeState:
 
 
 def judge(  # noqa: PLR0911 - one return per state, in order
-    request: Mapping[str, Any] | None, want: str, failure_threshold: int
+    request: Mapping[str, Any] | None, want: str, failure_threshold: int, url: str
 ) -> Probe:
-    """What an observed provider-http Request says of the model `want`."""
+    """What an observed provider-http Request of `url` says of the model `want`."""
     code = get_path(request, "status", "response", "statusCode")
     body = get_path(request, "status", "response", "body")
     synced = condition(request, "Synced")
@@ -114,6 +116,12 @@ def judge(  # noqa: PLR0911 - one return per state, in order
     error = get_path(request, "status", "error")
     if request is None:
         return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
+    # provider-http writes the URL it asked beside every answer; after the
+    # backend's endpoint changes, the answer (and failures) in the status are
+    # the old URL's until the new one answers.
+    asked = get_path(request, "status", "requestDetails", "url")
+    if code is not None and asked != url:
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer from {url} yet")
     if synced is not None and synced.get("status") != "True":
         erred = isinstance(error, str) and bool(error)
         if code is None:

@@ -115,7 +115,8 @@ def held_targets(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Target]
     """
     held = {}
     for key, obj in observed.items():
-        if list(get_path(obj, "spec", "managementPolicies") or []) == ["Observe"]:
+        # Whatever shape the field has (a hostile or broken Object), never a crash.
+        if get_path(obj, "spec", "managementPolicies") == ["Observe"]:
             continue
         name = get_path(obj, "spec", "forProvider", "manifest", "metadata", "name")
         namespace = get_path(obj, "spec", "forProvider", "manifest", "metadata", "namespace")

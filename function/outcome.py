@@ -95,13 +95,14 @@ class Outcome:
         return min(usual, self.ttl) if self.ttl is not None else usual
 
     def judge_ready(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
-        """Each composed Object is ready exactly while it says it is in effect. A ConfigMap, which
+        """Each composed Object is ready exactly while it says it is in effect with the spec desired
+        of it now. A ConfigMap, which
         Crossplane composes directly (the gateway's serving record), has no status to judge: it is
         ready once it exists."""
         self.ready = {
             name: name in observed
             if (body.get("apiVersion"), body.get("kind")) == ("v1", "ConfigMap")
-            else readiness.in_effect(observed.get(name))
+            else readiness.in_effect(observed.get(name), body)
             for name, body in self.resources.items()
         }
 

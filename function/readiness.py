@@ -113,9 +113,81 @@ def paused(obj: Mapping[str, Any] | None) -> bool:
     return synced is not None and synced.get("reason") == _PAUSED
 
 
-def in_effect(obj: Mapping[str, Any] | None) -> bool:
-    """The Object's readiness query holds for a target that still exists, observed now."""
-    return condition_is_true(obj, "Ready") and not target_gone(obj) and not paused(obj)
+def in_effect(obj: Mapping[str, Any] | None, desired: Mapping[str, Any] | None) -> bool:
+    """The Object's readiness query holds for a target that still exists, observed now, carrying
+    the spec this call desires of it (None: an observer, which desires none)."""
+    return (
+        condition_is_true(obj, "Ready")
+        and not target_gone(obj)
+        and not paused(obj)
+        and (desired is None or applied(obj, desired))
+    )
+
+
+def applied(observed: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """The target as last observed carries the spec this call desires of it.
+
+    Until provider-kubernetes has applied a changed spec, the Object's Ready and
+    the target's status describe the spec before it: a route whose model was
+    just renamed is Accepted for the old model, and the new model's requests
+    fail. The target must be the one named (observes), and the API server adds
+    defaults, so the desired spec is compared as a part of the observed one.
+    Only `spec`: a Secret's `stringData` is stored as `data`, and metadata
+    carries what others write. An observe-only Object desires no spec.
+    """
+    manifest = get_path(desired, "spec", "forProvider", "manifest")
+    if not isinstance(manifest, Mapping):
+        return True
+    want = manifest.get("spec")
+    return observes(observed, manifest) and (
+        want is None or _within(want, get_path(observed_manifest(observed), "spec"))
+    )
+
+
+def observes(observed: Mapping[str, Any] | None, target: Mapping[str, Any]) -> bool:
+    """The Object last observed the target named: its kind, name and namespace, and apiVersion."""
+    have = observed_manifest(observed)
+    return have is not None and all(
+        get_path(have, *path) == want
+        for path in (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"))
+        if (want := get_path(target, *path)) is not None
+    )
+
+
+def _within(want: Any, have: Any) -> bool:
+    """`want` is a part of `have`: every key it sets has its value there, lists item by item."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(_within(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_within, want, have))
+    if isinstance(want, bool) or isinstance(have, bool):
+        # True == 1 in Python; a JSON boolean is never a number.
+        return type(want) is type(have) and want == have
+    # Numbers come through protobuf's Struct as doubles: 1 and 1.0 are one number.
+    return bool(want == have)
+
+
+def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
+    """When the observed target's spec was last written: the latest managedFields entry (second
+    precision) of a manager that owns spec fields, outside the status subresource.
+
+    A controller that stamps its conditions (Envoy AI Gateway restamps Accepted on
+    every reconcile) has not answered the current spec while its stamp is older
+    than this.
+    """
+    entries = get_path(observed_manifest(obj), "metadata", "managedFields")
+    if not isinstance(entries, list):
+        return None
+    times = [
+        t
+        for e in entries
+        if isinstance(e, Mapping)
+        and not e.get("subresource")
+        and isinstance(e.get("fieldsV1"), Mapping)
+        and "f:spec" in e["fieldsV1"]
+        and (t := _timestamp(e.get("time"))) is not None
+    ]
+    return max(times) if times else None
 
 
 def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> datetime | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import socket
@@ -134,6 +135,27 @@ def compose(
         as_production_json(observed or {}),
         as_production_json(required or {}),
     )
+
+
+def applied(
+    xr: dict[str, Any],
+    inp: dict[str, Any],
+    observed: dict[str, dict[str, Any]],
+    required: dict[str, list[dict[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """`observed` once provider-kubernetes has applied what `xr` composes now: each observed target
+    is the one desired, with its desired spec, its status as it was. For a case that changes the spec of an example
+    and judges the example's observed state, as if the change had long landed."""
+    outcome = compose(xr, inp, observed, required)
+    out = copy.deepcopy(observed)
+    for name, body in outcome.resources.items():
+        want = get_path(body, "spec", "forProvider", "manifest")
+        manifest = get_path(out.get(name), "status", "atProvider", "manifest")
+        if isinstance(want, dict) and isinstance(manifest, dict):
+            # The target it names, with the spec desired of it.
+            manifest |= {k: copy.deepcopy(want[k]) for k in ("apiVersion", "kind", "spec") if k in want}
+            manifest["metadata"] = {**manifest.get("metadata", {}), **want.get("metadata", {})}
+    return out
 
 
 def refused(

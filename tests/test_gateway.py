@@ -32,6 +32,7 @@ from function.outcome import Outcome
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
+    applied,
     by_resource_name,
     compose,
     load_yaml,
@@ -456,6 +457,24 @@ class ComposeCase:
     xr: dict[str, Any] = field(default_factory=lambda: XR)
 
 
+# An HTTPS listener beside the http one that model routes attach to.
+TWO_LISTENERS_XR = {
+    **XR,
+    "spec": {
+        **XR["spec"],
+        "listeners": [
+            {"name": "http"},
+            {
+                "name": "https",
+                "protocol": "HTTPS",
+                "port": 443,
+                "tls": {"certificateRefs": [{"name": "gw-tls"}]},
+            },
+        ],
+    },
+}
+
+
 COMPOSE_CASES = [
     ComposeCase(
         "a gateway just created waits for its Gateway",
@@ -502,7 +521,7 @@ COMPOSE_CASES = [
     ComposeCase(
         "a broken second listener carries no model route and leaves the gateway Available",
         _listeners(
-            observed_state("ready"),
+            applied(TWO_LISTENERS_XR, GATEWAY_INPUT, observed_state("ready"), {}),
             [
                 {"name": "http", "conditions": [{"type": "Programmed", "status": "True"}]},
                 {**_NO_CERT, "name": "https"},
@@ -510,21 +529,7 @@ COMPOSE_CASES = [
         ),
         GatewayReason.AVAILABLE,
         True,
-        xr={
-            **XR,
-            "spec": {
-                **XR["spec"],
-                "listeners": [
-                    {"name": "http"},
-                    {
-                        "name": "https",
-                        "protocol": "HTTPS",
-                        "port": 443,
-                        "tls": {"certificateRefs": [{"name": "gw-tls"}]},
-                    },
-                ],
-            },
-        },
+        xr=TWO_LISTENERS_XR,
     ),
     ComposeCase(
         "a ClientTrafficPolicy Conflicted leaves Envoy's 32 KiB buffer, and says why",
@@ -1168,7 +1173,7 @@ def _with_policy(ready: bool) -> dict[str, dict[str, Any]]:
     if not ready:
         _not_ready_yet(policy)
     observed[SECURITY_POLICY] = policy
-    return observed
+    return applied(AUTH_XR, GATEWAY_INPUT, observed, {})
 
 
 AUTH_CASES = [

@@ -13,9 +13,11 @@ from function.conditions import BackendsReason, RoutingReason
 from function.model_check import ProbeState, judge, listed
 from tests.route_support import COMPOSED as COMPOSED_OBSERVED
 from tests.route_support import READY_GW, XR, gw_required
-from tests.support import ROUTE_INPUT, compose, refused, said
+from tests.support import ROUTE_INPUT, applied, compose, refused, said
 
 MODEL = XR["spec"]["model"]
+# Where the example route's vLLM backend lists its models.
+URL = "http://vllm.team-a.svc.cluster.local:8000/v1/models"
 
 
 def answered(
@@ -26,9 +28,11 @@ def answered(
     failed: int | None = None,
     body: Any = None,
     synced_message: str = "",
+    url: str = URL,
 ) -> dict[str, Any]:
-    """A provider-http Request as observed: its last answer, and how the last probe went."""
+    """A provider-http Request as observed: its last answer (from `url`), and how the last probe went."""
     status: dict[str, Any] = {
+        "requestDetails": {"url": url, "method": "GET"},
         "response": {
             "statusCode": code,
             "body": body
@@ -77,6 +81,25 @@ JUDGE_CASES = [
     JudgeCase("a Request not observed yet is untried", None, ProbeState.UNTRIED, False),
     JudgeCase("a Request with no answer yet is untried", CREATED, ProbeState.UNTRIED, False),
     JudgeCase("an answer listing the model means loaded", answered("other", MODEL), ProbeState.LOADED, True),
+    JudgeCase(
+        "an answer from the URL before the endpoint changed says nothing of the new one",
+        answered(MODEL, url="http://old-vllm.team-a.svc.cluster.local:8000/v1/models"),
+        ProbeState.UNTRIED,
+        False,
+        f"no answer from {URL} yet",
+    ),
+    JudgeCase(
+        "failures after the endpoint changed keep no answer of the old URL",
+        answered(
+            MODEL,
+            synced=False,
+            error="connection refused",
+            failed=1,
+            url="http://old-vllm.team-a.svc.cluster.local:8000/v1/models",
+        ),
+        ProbeState.UNTRIED,
+        False,
+    ),
     JudgeCase(
         "an answer listing only other models means not loaded",
         answered("mistralai/Mistral-7B"),
@@ -194,7 +217,7 @@ JUDGE_CASES = [
 def test_what_a_probe_says_of_the_model(case: JudgeCase) -> None:
     # Numbers as Crossplane hands them over: doubles.
     request = json.loads(json.dumps(case.request), parse_int=float) if case.request is not None else None
-    probe = judge(request, MODEL, 3)
+    probe = judge(request, MODEL, 3, URL)
     assert (probe.state, probe.loaded) == (case.state, case.loaded)
     assert probe.detail.startswith(str(case.state))
     assert case.detail in probe.detail, probe.detail
@@ -203,7 +226,7 @@ def test_what_a_probe_says_of_the_model(case: JudgeCase) -> None:
 def test_a_status_code_is_said_as_the_number_it_is() -> None:
     # Crossplane hands numbers over as doubles: 503.0 is said as 503.
     request = json.loads(json.dumps(answered(MODEL, code=503)), parse_int=float)
-    assert judge(request, MODEL, 3).detail == "expired: the probe was answered 503"
+    assert judge(request, MODEL, 3, URL).detail == "expired: the probe was answered 503"
 
 
 @pytest.mark.parametrize(
@@ -290,11 +313,13 @@ def test_a_model_check_composes_an_observe_only_request_of_the_model_list(case: 
     ]
 
 
-def _observed(request: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _observed(request: dict[str, Any] | None, xr: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The example's observed state with `xr` (by default the route with its vLLM backend alone)
+    applied, and the probe's Request as given."""
     observed = {k: v for k, v in COMPOSED_OBSERVED.items() if not k.endswith("-hosted")}
     if request is not None:
         observed["model-check-vllm"] = request
-    return observed
+    return applied(xr or _checked(), ROUTE_INPUT, observed, gw_required(READY_GW))
 
 
 ROUTE_CASES = [
@@ -351,15 +376,18 @@ def test_routing_ready_follows_what_the_server_lists(
 
 def test_a_workload_that_does_not_serve_is_backend_not_serving_whatever_the_probe_kept() -> None:
     xr = _checked({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}})
-    outcome = compose(xr, ROUTE_INPUT, _observed(answered("other")), gw_required(READY_GW))
+    outcome = compose(xr, ROUTE_INPUT, _observed(answered("other"), xr), gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.BACKEND_NOT_SERVING
 
 
 def test_a_first_backend_with_another_model_fails_its_requests_whatever_the_fallback_serves() -> None:
     """It answers 404 at once: Envoy retries connect failures, resets and 5xx and ejects on 5xx, so
     none of its requests reaches the fallback (found in review)."""
-    observed = {**COMPOSED_OBSERVED, "model-check-vllm": answered("other")}
-    outcome = compose(_checked(alone=False), ROUTE_INPUT, observed, gw_required(READY_GW))
+    xr = _checked(alone=False)
+    observed = applied(
+        xr, ROUTE_INPUT, {**COMPOSED_OBSERVED, "model-check-vllm": answered("other")}, gw_required(READY_GW)
+    )
+    outcome = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
     routing = said(outcome, "RoutingReady")
     assert (routing.ready, routing.reason) == (False, RoutingReason.MODEL_NOT_LOADED)
     assert "requests Envoy sends to vllm are answered without the model" in routing.message
@@ -367,11 +395,14 @@ def test_a_first_backend_with_another_model_fails_its_requests_whatever_the_fall
 
 def test_a_first_backend_that_is_down_hands_its_requests_to_a_fallback_that_serves() -> None:
     """Refused connections are retried on the next level: the fallback serves the model."""
-    observed = {
-        **COMPOSED_OBSERVED,
-        "model-check-vllm": answered(MODEL, synced=False, error="refused", failed=3),
-    }
-    outcome = compose(_checked(alone=False), ROUTE_INPUT, observed, gw_required(READY_GW))
+    xr = _checked(alone=False)
+    observed = applied(
+        xr,
+        ROUTE_INPUT,
+        {**COMPOSED_OBSERVED, "model-check-vllm": answered(MODEL, synced=False, error="refused", failed=3)},
+        gw_required(READY_GW),
+    )
+    outcome = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
     assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
 
@@ -385,11 +416,18 @@ def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> 
         "priority": 1,
         "modelCheck": {},
     }
-    observed = {
-        **COMPOSED_OBSERVED,
-        "model-check-vllm": answered(MODEL),
-        "model-check-hosted": answered("other"),
-    }
+    observed = applied(
+        xr,
+        ROUTE_INPUT,
+        {
+            **COMPOSED_OBSERVED,
+            "model-check-vllm": answered(MODEL),
+            "model-check-hosted": answered(
+                "other", url="http://spare.team-a.svc.cluster.local:8000/v1/models"
+            ),
+        },
+        gw_required(READY_GW),
+    )
     outcome = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
     assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
@@ -398,11 +436,13 @@ def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> 
 def test_the_probe_asks_for_the_name_sent_to_the_backend_unless_told_otherwise() -> None:
     override = _checked({"modelNameOverride": "llama-8b"})
     assert said(
-        compose(override, ROUTE_INPUT, _observed(answered("llama-8b")), gw_required(READY_GW)), "RoutingReady"
+        compose(override, ROUTE_INPUT, _observed(answered("llama-8b"), override), gw_required(READY_GW)),
+        "RoutingReady",
     ).ready
     told = _checked({"modelNameOverride": "llama-8b", "modelCheck": {"model": "llama-8b-q4"}})
     assert said(
-        compose(told, ROUTE_INPUT, _observed(answered("llama-8b-q4")), gw_required(READY_GW)), "RoutingReady"
+        compose(told, ROUTE_INPUT, _observed(answered("llama-8b-q4"), told), gw_required(READY_GW)),
+        "RoutingReady",
     ).ready
 
 

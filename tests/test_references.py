@@ -21,6 +21,7 @@ from function.route.view import SERVING_REQUIREMENT
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
+    applied,
     by_resource_name,
     compose,
     gateway_fetched,
@@ -174,7 +175,8 @@ CASES = [
 def test_routing_ready_reads_what_upstream_reads(
     name: str, xr: dict[str, Any], fetched: dict[str, Any], reason: str, names: str
 ) -> None:
-    rsp = compose(xr, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), **fetched})
+    required = {**gateway_fetched(READY_GW), **fetched}
+    rsp = compose(xr, ROUTE_INPUT, applied(xr, ROUTE_INPUT, COMPOSED, required), required)
     got = said(rsp, "RoutingReady")
     assert got.reason == reason, (name, got.message)
     assert names in got.message, name
@@ -255,7 +257,7 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
     message = said(compose(xr, ROUTE_INPUT, COMPOSED, fetched), "RoutingReady").message
     assert f"Secret team-a/{want[2]} has no key {key}" in message, name
     fetched[want[0]] = [_secret(want[2], {key: VALUE})]
-    got = said(compose(xr, ROUTE_INPUT, COMPOSED, fetched), "RoutingReady")
+    got = said(compose(xr, ROUTE_INPUT, applied(xr, ROUTE_INPUT, COMPOSED, fetched), fetched), "RoutingReady")
     assert got.reason == RoutingReason.AVAILABLE, (name, got.message)
 
 

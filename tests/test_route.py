@@ -10,7 +10,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from function import serving_record
+from function import readiness, serving_record
 from function.conditions import BackendsReason, RoutingReason
 from function.naming import unique_name
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
@@ -34,6 +34,7 @@ from tests.route_support import (
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
+    applied,
     by_resource_name,
     compose,
     examples,
@@ -321,7 +322,14 @@ def settled_route(
     ]
     required = gw_required(READY_GW)
     composed = compose(xr, ROUTE_INPUT, {}, required).resources
-    observed = {name: {**obj, "status": copy.deepcopy(IN_EFFECT)} for name, obj in composed.items()}
+    observed = {
+        name: {
+            **obj,
+            "status": copy.deepcopy(IN_EFFECT)
+            | {"atProvider": {"manifest": obj["spec"]["forProvider"]["manifest"]}},
+        }
+        for name, obj in composed.items()
+    }
     return xr, observed, required, set()
 
 
@@ -571,3 +579,125 @@ def test_turning_the_observer_off_removes_exactly_it_from_a_route_that_has_one()
         assert "gateway-observer" in compose(XR, ROUTE_INPUT, observed, required).resources
         off = compose(XR, NO_OBSERVER_INPUT, observed, required).resources
         assert set(off) == set(observed) - {"gateway-observer"}, required
+
+
+# --- a status of the spec before says nothing of this one -------------------------------------------
+
+
+def _renamed(model: str) -> dict[str, Any]:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["model"] = model
+    return xr
+
+
+WORKLOAD_XR = load_yaml(EXAMPLES / "model-route" / "xr-workload.yaml")[0]
+
+
+def _retargeted(workload: str) -> dict[str, Any]:
+    """The workload route with its vLLM backend alone, pointed at another Deployment."""
+    xr = copy.deepcopy(WORKLOAD_XR)
+    xr["spec"]["backends"] = xr["spec"]["backends"][:1]
+    xr["spec"]["backends"][0]["workloadRef"]["name"] = workload
+    return xr
+
+
+def _observer_not_moved_yet() -> dict[str, dict[str, Any]]:
+    """Everything applied for the retargeted route but its workload observer, still on the old one."""
+    observed = applied(_retargeted("vllm-next"), ROUTE_INPUT, _serving_workload(), gw_required(READY_GW))
+    observed["workload-vllm"] = _serving_workload()["workload-vllm"]
+    return observed
+
+
+def _moved(ip: str) -> dict[str, Any]:
+    xr = copy.deepcopy(XR)
+    xr["spec"]["backends"][0]["endpoint"] = {"ip": ip, "port": 8000}
+    return xr
+
+
+def _serving_workload() -> dict[str, dict[str, Any]]:
+    return by_resource_name(
+        load_yaml(EXAMPLES / "model-route" / "observed" / "workload-serving" / "resources.yaml")
+    )
+
+
+# (case, the spec now, what was observed: composed for the spec before) -> RoutingReady's reason
+STALE_CASES = [
+    (
+        "a route Accepted for the model it had before is not Accepted for the one it has now",
+        _renamed("mistralai/Mistral-7B-Instruct-v0.3"),
+        lambda: COMPOSED,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+    ),
+    (
+        "a backend Accepted for its old endpoint is not Accepted for its new one",
+        _moved("10.0.0.9"),
+        lambda: COMPOSED,
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+    ),
+    (
+        "a workload observer still on the Deployment named before says nothing of the new one",
+        _retargeted("vllm-next"),
+        _observer_not_moved_yet,
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+    (
+        "once applied, the renamed route is judged as any other",
+        _renamed("mistralai/Mistral-7B-Instruct-v0.3"),
+        lambda: applied(
+            _renamed("mistralai/Mistral-7B-Instruct-v0.3"), ROUTE_INPUT, COMPOSED, gw_required(READY_GW)
+        ),
+        RoutingReason.AVAILABLE,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "xr", "observed", "reason"), STALE_CASES, ids=[c[0] for c in STALE_CASES])
+def test_a_status_of_the_spec_before_says_nothing_of_this_one(
+    name: str, xr: dict[str, Any], observed: Any, reason: RoutingReason
+) -> None:
+    """Until provider-kubernetes applies a changed spec, its Object's Ready is of the spec before:
+    a renamed model's requests fail while the route still says Accepted for the old one."""
+    outcome = compose(xr, ROUTE_INPUT, observed(), gw_required(READY_GW))
+    got = said(outcome, "RoutingReady")
+    assert got.reason == reason, (name, got.message)
+    if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
+        assert got.message.endswith("is not Accepted yet with its current spec"), got.message
+    # Crossplane's per-resource readiness says the same.
+    stale = [n for n, ready in outcome.ready.items() if not ready]
+    assert (reason is RoutingReason.AVAILABLE) is not bool(set(stale) - {"gateway-observer"}), stale
+
+
+def _object(spec: Any, seen: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the desired Object with `spec`, the observed one whose target has `seen` as its spec)."""
+    target = {"apiVersion": "v1", "kind": "K", "metadata": {"name": "t", "namespace": "n"}}
+    return (
+        {"spec": {"forProvider": {"manifest": {**copy.deepcopy(target), "spec": spec}}}},
+        {"status": {"atProvider": {"manifest": {**copy.deepcopy(target), "spec": seen}}}},
+    )
+
+
+APPLIED_CASES = [
+    ("fields the API server defaulted are no difference", {"a": 1}, {"a": 1, "b": 2}, True),
+    ("a number is the same number as a double", {"a": 1}, {"a": 1.0}, True),
+    ("a boolean is no number", {"a": True}, {"a": 1.0}, False),
+    ("a changed value is a difference", {"a": "x"}, {"a": "y"}, False),
+    ("a list item removed is a difference", {"l": [1, 2]}, {"l": [1, 2, 3]}, False),
+    ("list items are compared in order, each as a part", {"l": [{"a": 1}]}, {"l": [{"a": 1, "d": 0}]}, True),
+    ("a field missing from the target is a difference", {"a": {"b": 1}}, {}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "seen", "want"), APPLIED_CASES, ids=[c[0] for c in APPLIED_CASES])
+def test_a_target_carries_its_desired_spec_as_a_part(name: str, spec: Any, seen: Any, want: bool) -> None:
+    desired, observed = _object(spec, seen)
+    assert readiness.applied(observed, desired) is want, name
+
+
+def test_a_target_of_another_name_carries_nothing_desired_of_this_one() -> None:
+    desired, observed = _object({"a": 1}, {"a": 1})
+    observed["status"]["atProvider"]["manifest"]["metadata"]["name"] = "other"
+    assert not readiness.applied(observed, desired)
+    assert not readiness.applied(None, desired)
+    # An observe-only Object desires no spec; a ConfigMap composed directly has no manifest.
+    assert readiness.applied(_object(None, {})[1], {"spec": {"forProvider": {"manifest": {"kind": "K"}}}})
+    assert readiness.applied(None, {"apiVersion": "v1", "kind": "ConfigMap"})

@@ -27,6 +27,7 @@ from tests.route_support import (
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
+    applied,
     by_resource_name,
     compose,
     condition,
@@ -271,7 +272,15 @@ def _served(observed: dict[str, dict[str, Any]], name: str, serving: bool) -> No
             "conditions": [
                 {"type": "Ready", "status": "True" if serving else "False"},
                 {"type": "Synced", "status": "True"},
-            ]
+            ],
+            # The Deployment the backend's workloadRef names (_backend_at).
+            "atProvider": {
+                "manifest": {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": "team-a"},
+                }
+            },
         },
     }
 
@@ -327,7 +336,8 @@ def test_routing_ready_needs_a_serving_backend_where_requests_land(case: str) ->
         name: {
             **obj,
             "status": {
-                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}]
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}],
+                "atProvider": {"manifest": obj["spec"]["forProvider"]["manifest"]},
             },
         }
         for name, obj in composed.items()
@@ -488,7 +498,12 @@ def test_backends_serving_says_how_many_and_how_each_stands() -> None:
     assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
     every = copy.deepcopy(WORKLOAD_XR)
     every["spec"]["backends"] = every["spec"]["backends"][:1]
-    rsp = compose(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW))
+    rsp = compose(
+        every,
+        ROUTE_INPUT,
+        applied(every, ROUTE_INPUT, by_resource_name(example), gw_required(READY_GW)),
+        gw_required(READY_GW),
+    )
     assert said(rsp, "BackendsServing").message == "0 of 1 backends serving; vllm: 0 of 0 replicas available"
     assert said(rsp, "RoutingReady").message == (
         "no backend that takes the model's requests is serving (vllm); vllm: 0 of 0 replicas available"
@@ -600,7 +615,7 @@ def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
     scaled_to_zero = load_yaml(
         EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml"
     )
-    observed = by_resource_name(scaled_to_zero)
+    observed = applied(xr, ROUTE_INPUT, by_resource_name(scaled_to_zero), gw_required(READY_GW))
     if not case.policy_accepted:
         observed["traffic-policy"] = copy.deepcopy(observed["traffic-policy"])
         ready = next(c for c in observed["traffic-policy"]["status"]["conditions"] if c["type"] == "Ready")
@@ -677,9 +692,9 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     if reason is RoutingReason.CONFIG_LOADING:
         assert got.ready is False
         # The stamp has whole seconds, so the clock may have passed one more by the call.
-        stamps = {f"accepted this route's configuration {max(0, a)} s ago" for a in (ago, ago + 1)}
+        stamps = {f"configuration was written {max(0, a)} s ago" for a in (ago, ago + 1)}
         assert any(s in got.message for s in stamps), (name, got.message)
-        assert "its ext-proc loads it within 15 s" in got.message
+        assert "ext-proc loads it within 15 s" in got.message
         # Called again one second after the bound has passed, not a poll later.
         # The stamp has whole seconds; the clock has moved on by a fraction since.
         want = min(15, 15 - ago + 1)
@@ -688,6 +703,59 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
         assert ttl == 120  # settled: the usual TTL
     # The desired state is whole either way.
     assert set(rsp.resources) == ALL_NAMES
+
+
+def _spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float, **entry: Any) -> None:
+    """A managedFields entry on `name`'s target, `seconds` ago (second precision, as written)."""
+    stamp = (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manifest = observed[name]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("metadata", {}).setdefault("managedFields", []).append(
+        {"manager": "provider-kubernetes/llama-route", "operation": "Apply", "time": stamp}
+        | {"fieldsV1": {"f:spec": {"f:rules": {}}}}
+        | entry
+    )
+
+
+# (case, target, when the spec was written, the managedFields entry's own fields) -> RoutingReady,
+# under an Accepted stamp of 60 s ago.
+SPEC_WRITTEN_CASES = [
+    (
+        "a route renamed 3 s ago, still Accepted for its old spec, is loading",
+        "route",
+        3,
+        {},
+        "CONFIG_LOADING",
+    ),
+    ("a backend's spec written 3 s ago is loading", "service-backend-vllm", 3, {}, "CONFIG_LOADING"),
+    ("a spec written 20 s ago has been loaded", "route", 20, {}, "AVAILABLE"),
+    (
+        "the controller's own status write is no spec",
+        "route",
+        3,
+        {"subresource": "status", "fieldsV1": {"f:status": {}}},
+        "AVAILABLE",
+    ),
+    (
+        "a write of metadata alone (a finalizer) changes no configuration",
+        "route",
+        3,
+        {"manager": "envoy-ai-gateway-controller", "fieldsV1": {"f:metadata": {"f:finalizers": {}}}},
+        "AVAILABLE",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "ago", "entry", "reason"), SPEC_WRITTEN_CASES, ids=[c[0] for c in SPEC_WRITTEN_CASES]
+)
+def test_a_spec_written_after_its_accepted_stamp_is_still_loading(
+    name: str, target: str, ago: float, entry: dict[str, Any], reason: str
+) -> None:
+    """Envoy AI Gateway restamps Accepted only when it reconciles: until then the stamp is of the old spec."""
+    observed = _accepted_ago(target, 60)
+    _spec_written(observed, target, ago, **entry)
+    got = said(compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert got.reason == RoutingReason[reason], (name, got.message)
 
 
 def test_a_stamp_far_in_the_future_holds_nothing_back() -> None:
@@ -746,7 +814,9 @@ def test_a_route_the_listener_refuses_says_so(
         gw["status"]["gateway"].pop("allowedRoutes", None)
     else:
         gw["status"]["gateway"]["allowedRoutes"] = allowed
-    got = said(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)), "RoutingReady")
+    # The route attaches to the gateway's namespace, and has been applied there.
+    observed = applied(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))
+    got = said(compose(XR, ROUTE_INPUT, observed, gw_required(gw)), "RoutingReady")
     assert got.reason == reason
     assert (got.ready) is (reason is RoutingReason.AVAILABLE)
     if reason is RoutingReason.ROUTE_NOT_ALLOWED:

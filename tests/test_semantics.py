@@ -159,10 +159,11 @@ MEANINGS = {
     ),
     "gateway-ready-route-upgraded-from-v0.1.0": Meaning(
         "RoutingReady",
-        TRUE,
-        "Available",
+        FALSE,
+        "RouteNotAccepted",
         ROUTE,
-        why="every target keeps the name v0.1.0 gave it, so no old AIGatewayRoute is left serving beside a new one",
+        why="every target keeps the name v0.1.0 gave it, so no old AIGatewayRoute is left serving beside a new one; "
+        "its status is of the spec v0.1.0 composed, which says nothing of this one until it is applied",
     ),
     "gateway-ready-workload-rolling-out": Meaning(
         "RoutingReady",

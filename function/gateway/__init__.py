@@ -174,10 +174,11 @@ def compose(
         )
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None
-    verdict = derive_verdict(plan, observed, previous)
+    objects = build_objects(plan)
+    verdict = derive_verdict(plan, observed, objects, previous)
     status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
     outcome = Outcome(
-        resources=build_objects(plan)
+        resources=objects
         | {
             # Built from what this call publishes and decides, so it says exactly
             # what the XR's status.gateway and status.serving say, without the message.

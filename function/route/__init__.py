@@ -139,12 +139,10 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
 def build_model_check(plan: RoutePlan, backend: Backend, check: ModelCheck) -> dict[str, Any]:
     """provider-http's observe-only Request of the backend's model list, composed directly (a
     namespaced managed resource, in the route's namespace)."""
-    end = backend.endpoint
-    scheme = "https" if backend.tls is not None else "http"
     return model_check.build_request(
         name=plan.object_name("model-check", backend.name),
         namespace=plan.xr_namespace,
-        url=f"{scheme}://{end.hostname or end.ip}:{end.port}{check.path}",
+        url=plan.probe_url(backend, check),
         provider_config=plan.inp.model_check_provider_config,
     )
 
@@ -154,7 +152,7 @@ def build_workload_observer(plan: RoutePlan, backend: str, ref: WorkloadRef) -> 
     return wrap(
         name=plan.object_name("workload", backend),
         namespace=plan.xr_namespace,
-        manifest=target_ref(ref.api_version, ref.kind, ref.name, plan.xr_namespace),
+        manifest=plan.workload_target(ref),
         provider_config=plan.spec.provider_config_ref,
         cel_query=ref.readiness_query or cel.workload_query(ref.api_version, ref.kind),
         observe_only=True,

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from function import claims, naming
-from function.api import Backend, Input, ModelCheck, ModelRouteSpec
-from function.objects import Target, held_name
+from function.api import Backend, Input, ModelCheck, ModelRouteSpec, WorkloadRef
+from function.objects import Target, held_name, target_ref
 
 # composition-resource-names. Per-backend names carry the backend's name, so a
 # backend taken out of the spec is recognisable among the observed resources.
@@ -91,6 +92,16 @@ class RoutePlan:
     def checked_model(self, backend: Backend, check: ModelCheck) -> str:
         """The id a backend's model list must hold: modelCheck.model, else the name sent to it."""
         return check.model or backend.model_name_override or self.model
+
+    def probe_url(self, backend: Backend, check: ModelCheck) -> str:
+        """The URL of the backend's model list, as its Request GETs it."""
+        end = backend.endpoint
+        scheme = "https" if backend.tls is not None else "http"
+        return f"{scheme}://{end.hostname or end.ip}:{end.port}{check.path}"
+
+    def workload_target(self, ref: WorkloadRef) -> dict[str, Any]:
+        """What a backend's workload observer observes: its workload, in the route's namespace."""
+        return target_ref(ref.api_version, ref.kind, ref.name, self.xr_namespace)
 
     def object_name(self, *suffix: str) -> str:
         return naming.unique_name(self.xr_name, *suffix, identity=("ModelRoute",))

@@ -100,7 +100,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "Envoy serves the oldest route of a model, so this one's backends get none of its requests",
         )
     # Before Accepted: upstream accepts the policies and Backends whatever these say.
-    fails_over = readiness.in_effect(observed.get(TRAFFIC_POLICY))
+    fails_over = readiness.in_effect(observed.get(TRAFFIC_POLICY), composed.get(TRAFFIC_POLICY))
     takers = taking_requests(plan.spec, fails_over=fails_over)
     broken = [f"{b.name}: {why}" for b in takers for why in unresolved.get(b.name, ())]
     if broken:
@@ -111,12 +111,16 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"upstream cannot read what a backend that takes requests names, so its requests fail: "
             f"{'; '.join(broken)}",
         )
-    if not readiness.in_effect(observed.get(ROUTE)):
+    route = observed.get(ROUTE)
+    if not readiness.in_effect(route, composed.get(ROUTE)):
+        # Its status may say Accepted, of the spec before this one (a model renamed).
+        stale = route is not None and not readiness.applied(route, composed.get(ROUTE, {}))
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet",
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet"
+            + (" with its current spec" if stale else ""),
         )
     # The gateway observer's readiness is the gateway's, judged above from the
     # required resource Crossplane fetched for this call; workloads are judged
@@ -127,7 +131,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
         # The traffic policy decides which backends take requests, not whether any does.
         if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
         and not name.startswith((WORKLOAD_PREFIX, MODEL_CHECK_PREFIX))
-        and not readiness.in_effect(observed.get(name))
+        and not readiness.in_effect(observed.get(name), composed[name])
     )
     if waiting:
         return Verdict(
@@ -145,7 +149,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             ROUTING_READY,
             False,
             RoutingReason.CONFIG_LOADING,
-            f"Envoy AI Gateway accepted this route's configuration {age} s ago; its ext-proc loads it "
+            f"this route's configuration was written {age} s ago; Envoy AI Gateway's ext-proc loads it "
             f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
         )
     wrong = answered_without_the_model(plan, observed, unresolved, takers, serving)
@@ -161,7 +165,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     if (
         takers
         and not any(serving[b.name] for b in takers)
-        and all(workload_serves(b, observed, unresolved) for b in takers)
+        and all(workload_serves(plan, b, observed, unresolved) for b in takers)
     ):
         # Up, and serving something else (or nothing): the probes say so.
         return Verdict(
@@ -194,12 +198,22 @@ def config_written_at(
     composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
 ) -> datetime | None:
     """When Envoy AI Gateway last wrote configuration for this route: the latest Accepted stamp
-    of the AIGatewayRoute and the AIServiceBackends composed on this call."""
+    of the AIGatewayRoute and the AIServiceBackends composed on this call, or the latest write of
+    their specs where that is later.
+
+    A spec written after the stamp has not been answered yet: the stamp, and the Accepted it
+    says, are of the spec before (a model renamed on the route), and the new one reaches the
+    ext-proc no sooner than the controller's next write.
+    """
     stamps = [
         t
         for name in composed
         if name == ROUTE or name.startswith(SERVICE_BACKEND_PREFIX)
-        if (t := readiness.condition_time(observed.get(name), ACCEPTED)) is not None
+        for t in (
+            readiness.condition_time(observed.get(name), ACCEPTED),
+            readiness.spec_written_at(observed.get(name)),
+        )
+        if t is not None
     ]
     return max(stamps) if stamps else None
 
@@ -217,13 +231,21 @@ def config_loaded_in(
 
 
 def workload_serves(
-    backend: Backend, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+    plan: RoutePlan,
+    backend: Backend,
+    observed: Mapping[str, Mapping[str, Any]],
+    unresolved: Mapping[str, Sequence[str]],
 ) -> bool:
-    """What the backend's policies name is readable, and its workload serves (one without a
-    workloadRef counts: an external provider, nothing to observe)."""
-    return backend.name not in unresolved and (
-        backend.workload_ref is None or readiness.in_effect(observed.get(WORKLOAD_PREFIX + backend.name))
-    )
+    """What the backend's policies name is readable, and the workload it names now serves (one
+    without a workloadRef counts: an external provider, nothing to observe)."""
+    ref = backend.workload_ref
+    if backend.name in unresolved:
+        return False
+    if ref is None:
+        return True
+    observer = observed.get(WORKLOAD_PREFIX + backend.name)
+    # Until the observer is retargeted, it reports the workload the spec named before.
+    return readiness.in_effect(observer, None) and readiness.observes(observer, plan.workload_target(ref))
 
 
 def model_probe(
@@ -234,6 +256,7 @@ def model_probe(
         observed.get(MODEL_CHECK_PREFIX + backend.name),
         plan.checked_model(backend, check),
         check.failure_threshold,
+        plan.probe_url(backend, check),
     )
 
 
@@ -259,7 +282,7 @@ def answered_without_the_model(
             b
             for b in here
             if b.model_check is not None
-            and workload_serves(b, observed, unresolved)
+            and workload_serves(plan, b, observed, unresolved)
             and model_probe(plan, b, b.model_check, observed).answers_without_it
         ]
         if wrong:
@@ -275,7 +298,7 @@ def backends_serving(
     """Backend name -> whether it serves: its workload serves and, with a modelCheck, its server
     lists the model."""
     return {
-        b.name: workload_serves(b, observed, unresolved)
+        b.name: workload_serves(plan, b, observed, unresolved)
         and (b.model_check is None or model_probe(plan, b, b.model_check, observed).loaded)
         for b in plan.spec.backends
     }

@@ -32,6 +32,7 @@ from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function import fn
 from tests.sim import world as world_model
 from tests.sim.control import XR, Ablation, Crossplane, Provider, RunFunction
 from tests.sim.world import Traffic, World
@@ -63,10 +64,17 @@ class NoAnchor(Ablation):
 
     def before(self, xr: XR, req: fnv1.RunFunctionRequest, crossplane: Crossplane) -> None:  # noqa: ARG002
         if xr.kind == "InferenceGateway":
-            # The function believes an anchor is in effect, so GatewayReady is
-            # what it would be in a design without one.
+            # The function believes an anchor is in effect, applied as it composes
+            # it, so GatewayReady is what it would be in a design without one.
+            anchor = fn.run(req).resources["anchor-route"]
             req.observed.resources["anchor-route"].resource.update(
-                {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+                anchor
+                | {
+                    "status": {
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                        "atProvider": {"manifest": anchor["spec"]["forProvider"]["manifest"]},
+                    }
+                }
             )
 
     def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
