@@ -13,6 +13,7 @@ promises are kept here for both composers:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -79,6 +80,15 @@ def compose(
         raise InvalidError(describe("spec", e)) from None
     version = metadata.get("resourceVersion")
     outcome.xr_version = version if isinstance(version, str) and version else None
+    generation = metadata.get("generation")
+    # A double through protobuf's Struct; anything else (a hostile XR) is not published.
+    if (
+        isinstance(generation, int | float)
+        and not isinstance(generation, bool)
+        and math.isfinite(generation)
+        and generation == int(generation)
+    ):
+        outcome.xr_generation = int(generation)
     return outcome
 
 

@@ -74,12 +74,20 @@ class Outcome:
     # issue #32). With it, the API server refuses that apply with a conflict and
     # Crossplane requeues the XR without writing its status.
     xr_version: str | None = None
+    # The XR's metadata.generation this call decided for, published beside the
+    # verdict (status.serving.observedGeneration): Crossplane stamps no
+    # generation on a function's conditions, so without it a reader cannot tell
+    # a decision about the spec before (a model just renamed) from one about this.
+    xr_generation: int | None = None
 
     def desired_status(self) -> dict[str, Any]:
         """The XR status this call writes: the composer's, and the verdict mirrored in `status.serving`."""
         if self.verdict is None:
             return dict(self.status)
-        return self.status | {SERVING: self.verdict.published()}
+        serving = self.verdict.published()
+        if self.xr_generation is not None:
+            serving["observedGeneration"] = self.xr_generation
+        return self.status | {SERVING: serving}
 
     @property
     def conditions(self) -> list[Verdict]:

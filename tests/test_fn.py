@@ -693,3 +693,27 @@ def test_the_answer_is_conditional_on_the_xr_version_it_was_decided_from(
     rsp = run(make_request(xr, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)))
     desired_xr = struct_to_dict(rsp.desired.composite.resource)
     assert desired_xr.get("metadata", {}).get("resourceVersion") == want
+
+
+@pytest.mark.parametrize(
+    ("generation", "want"),
+    [(7, 7), (None, None), ("7", None), (True, None), (7.5, None), (float("inf"), None)],
+    ids=[
+        "the generation decided for is published beside the decision",
+        "an XR without a generation: none published",
+        "a generation that is not a number: none published",
+        "a boolean is no generation",
+        "a fraction is no generation",
+        "an infinite generation is no generation, and no crash",
+    ],
+)
+def test_the_decision_names_the_generation_it_was_made_for(generation: Any, want: int | None) -> None:
+    """Crossplane stamps no generation on a function's conditions: status.serving carries the one
+    it was decided for, so a reader can tell a decision about the spec before from one about this."""
+    xr = copy.deepcopy(ROUTE_XR)
+    if generation is not None:
+        xr["metadata"]["generation"] = generation
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)))
+    serving = struct_to_dict(rsp.desired.composite.resource)["status"]["serving"]
+    assert serving.get("observedGeneration") == want
+    assert {"ready", "reason", "message"} <= set(serving)

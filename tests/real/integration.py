@@ -60,7 +60,7 @@ from tests.real.scenarios_install import (
     examples_rendered_through_the_installed_pod,
     function_revision_upgraded,
 )
-from tests.real.scenarios_models import model_swapped
+from tests.real.scenarios_models import model_renamed, model_swapped
 from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
@@ -101,6 +101,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     model_claimed,
     upgraded_from_v0_1_0,
     model_swapped,
+    model_renamed,
 ]
 
 # FGR_INSTALL=package (make release-check): Crossplane's package manager installs

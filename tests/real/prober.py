@@ -325,9 +325,18 @@ def decided(xr: dict[str, Any] | None) -> bool:
 
 
 def said(xr: dict[str, Any], typ: str) -> tuple[bool, bool]:
-    """(what the XR's function last decided, whether its condition of that type says True)."""
+    """(what the XR's function last decided, whether its condition of that type says True).
+
+    A decision that names the generation it was made for (status.serving.observedGeneration) is
+    about that spec only: read beside a newer spec (a model just renamed), it says nothing of
+    this one, as kstatus reads any status whose observedGeneration lags (and counts no lie).
+    """
     condition_true = condition(xr, typ).get("status") == "True"
-    decided = ((xr.get("status") or {}).get("serving") or {}).get("ready")
+    serving = (xr.get("status") or {}).get("serving") or {}
+    decided = serving.get("ready")
+    made_for = serving.get("observedGeneration")
+    if isinstance(made_for, int | float) and made_for != xr.get("metadata", {}).get("generation"):
+        decided = False
     return (decided if isinstance(decided, bool) else condition_true), condition_true
 
 

@@ -114,3 +114,50 @@ def model_swapped(env: Env, r: Report) -> None:
             lambda: all(env.route(ROUTE[0], n) is None for n in ROUTES.values()),
             CONVERGE_S,
         )
+
+
+RENAMED = ("renamed-before", "renamed-after")
+
+
+def _decided(env: Env, name: str) -> tuple[bool, str, bool]:
+    """status.serving as a client reads it: ready, reason, and whether it is about the spec now."""
+    rt = env.route(ROUTE[0], name) or {}
+    serving = (rt.get("status") or {}).get("serving") or {}
+    current = serving.get("observedGeneration") == rt.get("metadata", {}).get("generation")
+    return serving.get("ready") is True, str(serving.get("reason") or ""), current
+
+
+def model_renamed(env: Env, r: Report) -> None:
+    """A route's model renamed in place: Envoy AI Gateway's Accepted, and the Object's Ready, are of
+    the old model until the change is applied and loaded; the new model's requests fail until then,
+    and the route must not say True of them (CI of 31ace23 counted 2 lying seconds on such a change)."""
+    name = "rename-me"
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTE[0]}})
+    backends = route_doc_one_backend()["spec"]["backends"]
+    try:
+        env.kube.apply(model_route_doc((ROUTE[0], name), RENAMED[0], backends))
+        wait(
+            "the route serving its first model", lambda: _decided(env, name)[::2] == (True, True), CONVERGE_S
+        )
+        renamed = time.time()
+        env.kube.apply(model_route_doc((ROUTE[0], name), RENAMED[1], backends))
+        seen: set[str] = set()
+
+        def served_again() -> bool:
+            ready, reason, current = _decided(env, name)
+            if current and not ready:
+                seen.add(reason)
+            return ready and current
+
+        wait("the renamed route serving", served_again, CONVERGE_S)
+        took = time.time() - renamed
+        r.lags.append(took)
+        # Proof the rule was exercised: between the two, the route said it was not serving yet.
+        assert seen, "the renamed route never said it was not serving yet"
+        r.notes.append(
+            f"the model renamed in place: {', '.join(sorted(seen))} until the new model was loaded, "
+            f"True again {took:.0f} s after the rename"
+        )
+    finally:
+        env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
+        wait("the renamed route gone", lambda: env.route(ROUTE[0], name) is None, CONVERGE_S)
