@@ -169,7 +169,7 @@ def _within(want: Any, have: Any) -> bool:
 
 def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
     """When the observed target's spec was last written: the latest managedFields entry (second
-    precision) of a manager that owns spec fields, outside the status subresource.
+    precision) of a manager that owns spec fields.
 
     A controller that stamps its conditions (Envoy AI Gateway restamps Accepted on
     every reconcile) has not answered the current spec while its stamp is older
@@ -178,11 +178,11 @@ def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
     entries = get_path(observed_manifest(obj), "metadata", "managedFields")
     if not isinstance(entries, list):
         return None
+    # A status subresource's entry never holds spec fields.
     times = [
         t
         for e in entries
         if isinstance(e, Mapping)
-        and not e.get("subresource")
         and isinstance(e.get("fieldsV1"), Mapping)
         and "f:spec" in e["fieldsV1"]
         and (t := _timestamp(e.get("time"))) is not None

@@ -1501,3 +1501,54 @@ def test_the_serving_record_is_ready_once_it_exists() -> None:
     record["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": SERVING_RECORD}
     with_record = compose(XR, GATEWAY_INPUT, {**observed, SERVING_RECORD: record})
     assert with_record.ready[SERVING_RECORD]
+
+
+# --- a status of the spec before says nothing of this one -------------------------------------------
+
+
+def _changed(**spec: Any) -> dict[str, Any]:
+    return {**AUTH_XR, "spec": {**AUTH_XR["spec"], **spec}}
+
+
+# (case, the spec now, the resource still as observed for the spec before) -> GatewayReady's reason
+STALE_CASES = [
+    (
+        "a Gateway Programmed for its listeners before is not in effect for the ones now",
+        _changed(listeners=[{"name": "http"}, {"name": "http-alt", "port": 8080}]),
+        GATEWAY,
+        GatewayReason.WAITING_FOR_GATEWAY,
+    ),
+    (
+        "an anchor Accepted for the header before is not in effect with the one now",
+        AUTH_XR,
+        ANCHOR,
+        GatewayReason.WAITING_FOR_ANCHOR,
+    ),
+    (
+        "a SecurityPolicy Accepted for the keys before does not hold the keys now",
+        _changed(auth={"apiKeys": {"secretRefs": [{"name": "client-keys"}]}}),
+        SECURITY_POLICY,
+        GatewayReason.AUTH_NOT_ACCEPTED,
+    ),
+    (
+        "a ClientTrafficPolicy Accepted for the buffer before does not take the bodies allowed now",
+        _changed(requestBufferLimit="8Mi"),
+        CLIENT_TRAFFIC_POLICY,
+        GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "xr", "stale", "reason"), STALE_CASES, ids=[c[0] for c in STALE_CASES])
+def test_a_gateway_status_of_the_spec_before_says_nothing_of_this_one(
+    name: str, xr: dict[str, Any], stale: str, reason: GatewayReason
+) -> None:
+    # The anchor's spec is the Input's: the platform team renamed its header.
+    inp = GATEWAY_INPUT | ({"anchor": {"headerName": "x-anchor-renamed"}} if stale == ANCHOR else {})
+    before = _with_policy(ready=True)
+    assert said(compose(AUTH_XR, GATEWAY_INPUT, before), "GatewayReady").ready
+    observed = applied(xr, inp, before, {})
+    observed[stale] = before[stale]
+    assert said(compose(xr, inp, observed), "GatewayReady").reason == reason, name
+    # Once applied, the change holds nothing back.
+    assert said(compose(xr, inp, applied(xr, inp, before, {})), "GatewayReady").ready, name

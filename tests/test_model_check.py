@@ -13,7 +13,7 @@ from function.conditions import BackendsReason, RoutingReason
 from function.model_check import ProbeState, judge, listed
 from tests.route_support import COMPOSED as COMPOSED_OBSERVED
 from tests.route_support import READY_GW, XR, gw_required
-from tests.support import ROUTE_INPUT, applied, compose, refused, said
+from tests.support import EXAMPLES, ROUTE_INPUT, applied, by_resource_name, compose, load_yaml, refused, said
 
 MODEL = XR["spec"]["model"]
 # Where the example route's vLLM backend lists its models.
@@ -378,6 +378,21 @@ def test_a_workload_that_does_not_serve_is_backend_not_serving_whatever_the_prob
     xr = _checked({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}})
     outcome = compose(xr, ROUTE_INPUT, _observed(answered("other"), xr), gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.BACKEND_NOT_SERVING
+
+
+def test_a_serving_workload_answering_without_the_model_fails_its_requests() -> None:
+    xr = _checked(
+        {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}}, alone=False
+    )
+    serving = by_resource_name(
+        load_yaml(EXAMPLES / "model-route" / "observed" / "workload-serving" / "resources.yaml")
+    )
+    observed = applied(
+        xr, ROUTE_INPUT, serving | {"model-check-vllm": answered("other")}, gw_required(READY_GW)
+    )
+    routing = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert (routing.ready, routing.reason) == (False, RoutingReason.MODEL_NOT_LOADED), routing.message
+    assert "requests Envoy sends to vllm are answered without the model" in routing.message
 
 
 def test_a_first_backend_with_another_model_fails_its_requests_whatever_the_fallback_serves() -> None:

@@ -693,6 +693,20 @@ def test_a_target_carries_its_desired_spec_as_a_part(name: str, spec: Any, seen:
     assert readiness.applied(observed, desired) is want, name
 
 
+@pytest.mark.parametrize(
+    "path",
+    [("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")],
+    ids=lambda p: ".".join(p),
+)
+def test_a_target_other_than_the_one_named_carries_nothing_desired_of_it(path: tuple[str, ...]) -> None:
+    desired, observed = _object({"a": 1}, {"a": 1})
+    holder = observed["status"]["atProvider"]["manifest"]
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = "other"
+    assert not readiness.applied(observed, desired)
+
+
 def test_a_target_of_another_name_carries_nothing_desired_of_this_one() -> None:
     desired, observed = _object({"a": 1}, {"a": 1})
     observed["status"]["atProvider"]["manifest"]["metadata"]["name"] = "other"
@@ -701,3 +715,40 @@ def test_a_target_of_another_name_carries_nothing_desired_of_this_one() -> None:
     # An observe-only Object desires no spec; a ConfigMap composed directly has no manifest.
     assert readiness.applied(_object(None, {})[1], {"spec": {"forProvider": {"manifest": {"kind": "K"}}}})
     assert readiness.applied(None, {"apiVersion": "v1", "kind": "ConfigMap"})
+
+
+@pytest.mark.parametrize(
+    ("observed", "message"),
+    [
+        ({}, "is not Accepted yet"),
+        (unaccepted(COMPOSED, "route"), "is not Accepted yet"),
+        (COMPOSED, "is not Accepted yet with its current spec"),
+    ],
+    ids=[
+        "a route not observed yet is only not Accepted yet",
+        "a route refused with its current spec is only not Accepted yet",
+        "a route Accepted for the spec before says so",
+    ],
+)
+def test_route_not_accepted_says_whether_its_spec_was_applied(
+    observed: dict[str, dict[str, Any]], message: str
+) -> None:
+    xr = _renamed("mistralai/Mistral-7B-Instruct-v0.3") if observed is COMPOSED else XR
+    got = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert got.reason == RoutingReason.ROUTE_NOT_ACCEPTED
+    assert got.message == f"AIGatewayRoute team-a/llama-648adb3a {message}"
+
+
+def test_a_traffic_policy_of_the_spec_before_fails_nothing_over() -> None:
+    """Its retries and ejection may not be the ones asked for: until applied, no level but the
+    first is counted on (the first, scaled to zero, serves nothing)."""
+    scaled = by_resource_name(
+        load_yaml(EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml")
+    )
+    assert said(compose(WORKLOAD_XR, ROUTE_INPUT, scaled, gw_required(READY_GW)), "RoutingReady").ready
+    xr = copy.deepcopy(WORKLOAD_XR)
+    xr["spec"]["resilience"] = {"retry": {"attempts": 3}}
+    observed = applied(xr, ROUTE_INPUT, scaled, gw_required(READY_GW))
+    observed["traffic-policy"] = scaled["traffic-policy"]
+    got = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert got.reason == RoutingReason.BACKEND_NOT_SERVING, got.message

@@ -112,9 +112,10 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"{'; '.join(broken)}",
         )
     route = observed.get(ROUTE)
-    if not readiness.in_effect(route, composed.get(ROUTE)):
+    # Composed on every call that knows where to attach, as this one does.
+    if not readiness.in_effect(route, composed[ROUTE]):
         # Its status may say Accepted, of the spec before this one (a model renamed).
-        stale = route is not None and not readiness.applied(route, composed.get(ROUTE, {}))
+        stale = route is not None and not readiness.applied(route, composed[ROUTE])
         return Verdict(
             ROUTING_READY,
             False,
