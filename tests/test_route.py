@@ -696,7 +696,7 @@ def test_a_target_carries_its_desired_spec_as_a_part(name: str, spec: Any, seen:
 @pytest.mark.parametrize(
     "path",
     [("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")],
-    ids=lambda p: ".".join(p),
+    ids=".".join,
 )
 def test_a_target_other_than_the_one_named_carries_nothing_desired_of_it(path: tuple[str, ...]) -> None:
     desired, observed = _object({"a": 1}, {"a": 1})
