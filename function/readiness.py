@@ -113,9 +113,15 @@ def paused(obj: Mapping[str, Any] | None) -> bool:
     return synced is not None and synced.get("reason") == _PAUSED
 
 
-def in_effect(obj: Mapping[str, Any] | None, desired: Mapping[str, Any] | None) -> bool:
-    """The Object's readiness query holds for a target that still exists, observed now, carrying
-    the spec this call desires of it (None: an observer, which desires none)."""
+def in_effect(obj: Mapping[str, Any] | None, desired: Mapping[str, Any] | None = None) -> bool:
+    """The Object's readiness query holds for a target that still exists, observed now, and, given
+    what this call desires of it, carrying that spec.
+
+    The gateway's verdict passes none: a listener added, a key or a buffer limit
+    changed leaves the gateway serving what it served, and a GatewayReady that
+    went False on every edit would take every route of the gateway with it.
+    A route's model or backends changed in place is what makes requests fail
+    while the old status says Accepted, so the route's verdict passes them."""
     return (
         condition_is_true(obj, "Ready")
         and not target_gone(obj)

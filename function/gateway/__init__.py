@@ -174,11 +174,10 @@ def compose(
         )
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None
-    objects = build_objects(plan)
-    verdict = derive_verdict(plan, observed, objects, previous)
+    verdict = derive_verdict(plan, observed, previous)
     status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
     outcome = Outcome(
-        resources=objects
+        resources=build_objects(plan)
         | {
             # Built from what this call publishes and decides, so it says exactly
             # what the XR's status.gateway and status.serving say, without the message.

@@ -65,7 +65,7 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"{plan.inp.ext_proc_marker_annotation}: Envoy AI Gateway has not rolled it "
             "with the ext-proc sidecar yet",
         )
-    if not readiness.in_effect(observer, None):
+    if not readiness.in_effect(observer):
         # Our reading says done; the provider's CEL evaluation has not caught up.
         return _not_ready(
             GatewayReason.NOT_YET_OBSERVED,
@@ -127,31 +127,25 @@ def _policy_state(policy: Mapping[str, Any] | None) -> str:
 
 
 def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
-    plan: GatewayPlan,
-    observed: Mapping[str, Mapping[str, Any]],
-    composed: Mapping[str, Mapping[str, Any]],
-    settled_template: str | None = None,
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None = None
 ) -> Verdict:
-    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins.
-
-    Each is judged as it carries the spec composed now (readiness.applied): a
-    status from before a spec change is no evidence about the new spec."""
+    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
     gateway = observed.get(GATEWAY)
-    if not readiness.in_effect(gateway, composed.get(GATEWAY)):
+    if not readiness.in_effect(gateway):
         state = "has not been created yet" if gateway is None else "is not Programmed"
         return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
     listener = _listener_not_programmed(plan, gateway)
     if listener is not None:
         return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
     anchor = observed.get(ANCHOR)
-    if not readiness.in_effect(anchor, composed.get(ANCHOR)):
+    if not readiness.in_effect(anchor):
         state = "has not been created yet" if anchor is None else "is not Accepted"
         return _not_ready(
             GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
         )
     policy = observed.get(SECURITY_POLICY)
-    if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy, composed.get(SECURITY_POLICY)):
+    if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy):
         state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
         return _not_ready(
             GatewayReason.AUTH_NOT_ACCEPTED,
@@ -159,7 +153,7 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             "Envoy Gateway answers every request with 500 until it is",
         )
     traffic = observed.get(CLIENT_TRAFFIC_POLICY)
-    if not readiness.in_effect(traffic, composed.get(CLIENT_TRAFFIC_POLICY)):
+    if not readiness.in_effect(traffic):
         return _not_ready(
             GatewayReason.TRAFFIC_POLICY_NOT_ACCEPTED,
             f"the ClientTrafficPolicy of {gateway_ref} {_policy_state(traffic)}: Envoy keeps its 32 KiB "
