@@ -246,7 +246,7 @@ def workload_serves(
         return True
     observer = observed.get(WORKLOAD_PREFIX + backend.name)
     # Until the observer is retargeted, it reports the workload the spec named before.
-    return readiness.in_effect(observer, None) and readiness.observes(observer, plan.workload_target(ref))
+    return readiness.in_effect(observer) and readiness.observes(observer, plan.workload_target(ref))
 
 
 def model_probe(
