@@ -110,7 +110,7 @@ class Outcome:
         self.ready = {
             name: name in observed
             if (body.get("apiVersion"), body.get("kind")) == ("v1", "ConfigMap")
-            else readiness.in_effect(observed.get(name), body)
+            else readiness.in_effect_as_composed(observed.get(name), body)
             for name, body in self.resources.items()
         }
 

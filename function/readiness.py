@@ -113,21 +113,22 @@ def paused(obj: Mapping[str, Any] | None) -> bool:
     return synced is not None and synced.get("reason") == _PAUSED
 
 
-def in_effect(obj: Mapping[str, Any] | None, desired: Mapping[str, Any] | None = None) -> bool:
-    """The Object's readiness query holds for a target that still exists, observed now, and, given
-    what this call desires of it, carrying that spec.
+def in_effect(obj: Mapping[str, Any] | None) -> bool:
+    """The Object's readiness query holds, for a target that still exists, observed now.
 
-    The gateway's verdict passes none: a listener added, a key or a buffer limit
-    changed leaves the gateway serving what it served, and a GatewayReady that
-    went False on every edit would take every route of the gateway with it.
+    The gateway's verdict judges its Objects by this alone: a listener added, a
+    key or a buffer limit changed leaves the gateway serving what it served, and
+    a GatewayReady that went False on every edit would take every route of the
+    gateway with it."""
+    return condition_is_true(obj, "Ready") and not target_gone(obj) and not paused(obj)
+
+
+def in_effect_as_composed(obj: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """In effect, and carrying the spec this call desires of it (applied).
+
     A route's model or backends changed in place is what makes requests fail
-    while the old status says Accepted, so the route's verdict passes them."""
-    return (
-        condition_is_true(obj, "Ready")
-        and not target_gone(obj)
-        and not paused(obj)
-        and (desired is None or applied(obj, desired))
-    )
+    while the old status says Accepted, so a route's Objects are judged by this."""
+    return in_effect(obj) and applied(obj, desired)
 
 
 def applied(observed: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

@@ -100,7 +100,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "Envoy serves the oldest route of a model, so this one's backends get none of its requests",
         )
     # Before Accepted: upstream accepts the policies and Backends whatever these say.
-    fails_over = readiness.in_effect(observed.get(TRAFFIC_POLICY), composed.get(TRAFFIC_POLICY))
+    fails_over = readiness.in_effect_as_composed(observed.get(TRAFFIC_POLICY), composed[TRAFFIC_POLICY])
     takers = taking_requests(plan.spec, fails_over=fails_over)
     broken = [f"{b.name}: {why}" for b in takers for why in unresolved.get(b.name, ())]
     if broken:
@@ -113,9 +113,10 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
         )
     route = observed.get(ROUTE)
     # Composed on every call that knows where to attach, as this one does.
-    if not readiness.in_effect(route, composed[ROUTE]):
+    current = readiness.applied(route, composed[ROUTE])
+    if not (current and readiness.in_effect(route)):
         # Its status may say Accepted, of the spec before this one (a model renamed).
-        stale = route is not None and not readiness.applied(route, composed[ROUTE])
+        stale = route is not None and not current
         return Verdict(
             ROUTING_READY,
             False,
@@ -132,7 +133,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
         # The traffic policy decides which backends take requests, not whether any does.
         if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
         and not name.startswith((WORKLOAD_PREFIX, MODEL_CHECK_PREFIX))
-        and not readiness.in_effect(observed.get(name), composed[name])
+        and not readiness.in_effect_as_composed(observed.get(name), composed[name])
     )
     if waiting:
         return Verdict(

@@ -46,9 +46,15 @@ WATCH_PATH_S = 8.0
 
 def _serving(env: Env, name: str) -> tuple[bool, str]:
     """RoutingReady as the function last decided it (status.serving): ready, reason."""
+    return _decided(env, name)[:2]
+
+
+def _decided(env: Env, name: str) -> tuple[bool, str, bool]:
+    """status.serving as a client reads it: ready, reason, and whether it is about the spec now."""
     rt = env.route(ROUTE[0], name) or {}
     serving = (rt.get("status") or {}).get("serving") or {}
-    return serving.get("ready") is True, str(serving.get("reason") or "")
+    current = serving.get("observedGeneration") == rt.get("metadata", {}).get("generation")
+    return serving.get("ready") is True, str(serving.get("reason") or ""), current
 
 
 def _told(env: Env, loaded: list[str]) -> bool:
@@ -117,14 +123,6 @@ def model_swapped(env: Env, r: Report) -> None:
 
 
 RENAMED = ("renamed-before", "renamed-after")
-
-
-def _decided(env: Env, name: str) -> tuple[bool, str, bool]:
-    """status.serving as a client reads it: ready, reason, and whether it is about the spec now."""
-    rt = env.route(ROUTE[0], name) or {}
-    serving = (rt.get("status") or {}).get("serving") or {}
-    current = serving.get("observedGeneration") == rt.get("metadata", {}).get("generation")
-    return serving.get("ready") is True, str(serving.get("reason") or ""), current
 
 
 def model_renamed(env: Env, r: Report) -> None:
