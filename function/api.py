@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -164,6 +165,10 @@ class Listener(Model):
     # Model routes live in their teams' namespaces, so the default admits them.
     allowed_routes: Literal["All", "Same"] = "All"
     """Which namespaces' routes may attach. ModelRoutes live in teams' namespaces."""
+    https_redirect: bool = False
+    """Answer every request on this HTTP listener with a 301 to the same host and path over HTTPS, at the
+    port of the gateway's first HTTPS listener (an HTTPRoute with a RequestRedirect filter): inference only
+    on HTTPS. Only an HTTP listener that is not the first (ModelRoutes attach to the first) may redirect."""
 
     @model_validator(mode="after")
     def _tls_matches_protocol(self) -> Listener:
@@ -171,6 +176,10 @@ class Listener(Model):
             raise ValueError("an HTTPS listener needs tls.certificateRefs")
         if self.protocol == "HTTP" and self.tls is not None:
             raise ValueError("an HTTP listener takes no tls")
+        if self.protocol == "HTTPS" and self.https_redirect:
+            raise ValueError(
+                "an HTTPS listener cannot redirect to HTTPS (httpsRedirect is for HTTP listeners)"
+            )
         return self
 
 
@@ -185,6 +194,11 @@ class PodDisruptionBudget(Model):
         if (self.min_available is None) == (self.max_unavailable is None):
             raise ValueError("set exactly one of minAvailable and maxUnavailable")
         return self
+
+
+def https_listener(listeners: Sequence[Listener]) -> Listener | None:
+    """The first HTTPS listener: where a redirecting HTTP listener sends its clients."""
+    return next((listener for listener in listeners if listener.protocol == "HTTPS"), None)
 
 
 def _default_listeners() -> list[Listener]:
@@ -390,10 +404,24 @@ class InferenceGatewaySpec(Model):
     default is too small for AI request bodies. At most 4294967295 bytes (4Gi - 1): Envoy Gateway refuses
     more.
     """
+    # Envoy's own health_check filter (ClientTrafficPolicy healthCheck): it answers
+    # before any route is chosen, so it says the proxy is up and taking
+    # connections, and turns 503 when Envoy drains (docs/operations.md).
+    health_check_path: Annotated[str, Field(min_length=2, max_length=1024, pattern=r"^/[^\s?#]*$")] | None = (
+        None
+    )
+    """A path Envoy itself answers on every listener, for an edge or geo-DNS check: 200 while this proxy
+    takes connections, 503 once it drains. It says nothing about any model (each ModelRoute's RoutingReady
+    does). Off when unset."""
     auth: Auth = Field(default_factory=Auth)
     """Caller authentication; off unless apiKeys is set."""
     provider_config_ref: ProviderConfigRef = Field(default_factory=_default_provider_config)
     """The provider-kubernetes (namespaced) ProviderConfig the Objects use."""
+
+    @property
+    def redirecting(self) -> list[Listener]:
+        """The listeners that answer every request with a redirect to HTTPS."""
+        return [listener for listener in self.listeners if listener.https_redirect]
 
     @field_validator("request_buffer_limit")
     @classmethod
@@ -421,6 +449,13 @@ class InferenceGatewaySpec(Model):
             raise ValueError(
                 "the combination of port, protocol and hostname must be unique for each listener"
             )
+        if listeners[0].https_redirect:
+            raise ValueError(
+                "the first listener, where ModelRoutes attach, cannot redirect (httpsRedirect); "
+                "put the HTTPS listener first"
+            )
+        if any(listener.https_redirect for listener in listeners) and https_listener(listeners) is None:
+            raise ValueError("httpsRedirect needs an HTTPS listener on the gateway to redirect to")
         return listeners
 
 

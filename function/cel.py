@@ -55,6 +55,24 @@ def policy_accepted_query() -> str:
     )
 
 
+def route_accepted_query() -> str:
+    """True when a Gateway API route is Accepted, with its references resolved, by every parent it
+    names, and by one at least.
+
+    Routes report per parent (`status.parents[].conditions`); a filter it names
+    that does not resolve leaves it Accepted and ResolvedRefs False, and Envoy
+    answers its requests 500.
+    """
+    accepted, resolved = (
+        f"p.conditions.exists(c, has(c.type) && c.type == '{typ}' && has(c.status) && c.status == 'True')"
+        for typ in ("Accepted", "ResolvedRefs")
+    )
+    return (
+        f"{_has_path('object', 'status.parents')} && size(object.status.parents) > 0 && "
+        f"object.status.parents.all(p, has(p.conditions) && {accepted} && {resolved})"
+    )
+
+
 def node_port_query(port: int) -> str:
     """True once the Service has a node port for `port`: the port a NodePort gateway's clients use.
 

@@ -52,6 +52,14 @@ AUTH_GATEWAY: dict[str, Any] = {
 }
 
 
+HTTPS_LISTENER = {
+    "name": "https",
+    "protocol": "HTTPS",
+    "port": 443,
+    "tls": {"certificateRefs": [{"name": "inference-tls"}]},
+}
+
+
 def changed(base: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
     out = copy.deepcopy(base)
     node: Any = out
@@ -128,6 +136,30 @@ KNOWN_BAD = [
             (
                 "one port, protocol and hostname",
                 [{"name": "a", "hostname": "x.example.com"}, {"name": "b", "hostname": "x.example.com"}],
+            ),
+        )
+    ],
+    *[
+        Bad(
+            f"a redirect to HTTPS the gateway cannot serve ({name})",
+            changed(AUTH_GATEWAY, ("spec", "listeners"), listeners),
+            message,
+        )
+        for name, listeners, message in (
+            (
+                "on the first listener, where ModelRoutes attach",
+                [{"name": "http", "httpsRedirect": True}, HTTPS_LISTENER],
+                "the first listener, where ModelRoutes attach, cannot redirect",
+            ),
+            (
+                "with no HTTPS listener to go to",
+                [{"name": "a"}, {"name": "b", "port": 8080, "httpsRedirect": True}],
+                "httpsRedirect needs an HTTPS listener on the gateway to redirect to",
+            ),
+            (
+                "from an HTTPS listener",
+                [{"name": "a"}, {**HTTPS_LISTENER, "httpsRedirect": True}],
+                "an HTTPS listener cannot redirect to HTTPS",
             ),
         )
     ],

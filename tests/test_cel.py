@@ -21,6 +21,7 @@ from function.cel import (
     deployment_rollout_query,
     node_port_query,
     policy_accepted_query,
+    route_accepted_query,
     workload_query,
 )
 from function.readiness import RolloutState, node_port
@@ -384,6 +385,7 @@ EMITTED_QUERIES = [
     workload_query("apps/v1", "Deployment"),
     policy_accepted_query(),
     node_port_query(80),
+    route_accepted_query(),
 ]
 
 
@@ -511,3 +513,52 @@ def test_the_node_port_query_under_production_typing_agrees_with_the_reading(cas
     assert eval_reference(query, production) is want
     assert eval_celpy(query, production) is want
     assert (node_port(production, 80) is not None) is want
+
+
+def _parent(*conditions: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"},
+        "controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
+        "conditions": [{"type": t, "status": v} for t, v in conditions],
+    }
+
+
+ROUTE_PARENT_CASES = {
+    "no status yet is not in effect": ({}, False),
+    "no parents yet is not in effect": ({"status": {}}, False),
+    "an empty parent list is not in effect": ({"status": {"parents": []}}, False),
+    "a parent without conditions is not in effect": ({"status": {"parents": [{"parentRef": {}}]}}, False),
+    "Accepted with its references resolved is in effect": (
+        {"status": {"parents": [_parent(("Accepted", "True"), ("ResolvedRefs", "True"))]}},
+        True,
+    ),
+    "Accepted with a reference unresolved (Envoy answers 500) is not in effect": (
+        {"status": {"parents": [_parent(("Accepted", "True"), ("ResolvedRefs", "False"))]}},
+        False,
+    ),
+    "refused by the listener (NotAllowedByListeners) is not in effect": (
+        {"status": {"parents": [_parent(("Accepted", "False"), ("ResolvedRefs", "True"))]}},
+        False,
+    ),
+    "Accepted by one parent and refused by another is not in effect": (
+        {
+            "status": {
+                "parents": [
+                    _parent(("Accepted", "True"), ("ResolvedRefs", "True")),
+                    _parent(("Accepted", "False"), ("ResolvedRefs", "True")),
+                ]
+            }
+        },
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUTE_PARENT_CASES), ids=str)
+def test_the_route_query_under_production_typing(case: str) -> None:
+    obj, want = ROUTE_PARENT_CASES[case]
+    query = route_accepted_query()
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want

@@ -60,6 +60,8 @@ EXAMPLE_LIST = [
         f"{GW}/composition.yaml",
         observed=f"{GW}/observed/nodeport-ready.yaml",
     ),
+    # Inference on HTTPS only: plain HTTP redirected, /healthz answered by Envoy.
+    Example("https-just-created", f"{GW}/xr-https.yaml", f"{GW}/composition.yaml"),
     Example(
         "auth-waiting-for-policy",
         f"{GW}/xr-auth.yaml",

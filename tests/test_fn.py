@@ -28,6 +28,7 @@ from function.conditions import (
 )
 from function.fn import FunctionRunner
 from function.outcome import Outcome, Requirement, write
+from tests.known_bad import HTTPS_LISTENER
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
@@ -116,6 +117,30 @@ BAD = [
         GATEWAY_INPUT,
         "spec.listeners[0]: an HTTPS listener needs tls.certificateRefs",
         id="HTTPS without certificates",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "http", "httpsRedirect": True}, HTTPS_LISTENER]),
+        GATEWAY_INPUT,
+        "spec.listeners: the first listener, where ModelRoutes attach, cannot redirect (httpsRedirect)",
+        id="a redirect on the listener the models are served on",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "a"}, {"name": "b", "port": 8080, "httpsRedirect": True}]),
+        GATEWAY_INPUT,
+        "spec.listeners: httpsRedirect needs an HTTPS listener on the gateway to redirect to",
+        id="a redirect to HTTPS on a gateway without HTTPS",
+    ),
+    pytest.param(
+        with_spec(GW_XR, listeners=[{"name": "a"}, {**HTTPS_LISTENER, "httpsRedirect": True}]),
+        GATEWAY_INPUT,
+        "spec.listeners[1]: an HTTPS listener cannot redirect to HTTPS",
+        id="an HTTPS listener redirecting to itself",
+    ),
+    pytest.param(
+        with_spec(GW_XR, healthCheckPath="healthz"),
+        GATEWAY_INPUT,
+        "spec.healthCheckPath: String should match pattern",
+        id="a health check path that is not a path",
     ),
     pytest.param(
         {

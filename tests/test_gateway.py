@@ -21,6 +21,7 @@ from function.gateway.plan import (
     ENVOY_PROXY,
     ENVOY_SERVICE,
     GATEWAY,
+    HTTPS_REDIRECT,
     OBSERVER,
     SECURITY_POLICY,
     SERVING_RECORD,
@@ -1422,10 +1423,15 @@ def test_an_upgraded_gateway_keeps_every_name_its_objects_hold_and_the_pinned_de
 
 
 @pytest.mark.parametrize(
-    "key", ["gateway", "envoy-proxy", "anchor-route", "client-traffic-policy", "security-policy"]
+    "key",
+    ["gateway", "envoy-proxy", "anchor-route", "client-traffic-policy", "security-policy", "https-redirect"],
 )
 def test_any_one_target_held_in_another_namespace_is_refused(key: str) -> None:
     observed = _with_policy(ready=True)
+    redirect = compose(HTTPS_XR, GATEWAY_INPUT, {}).resources[HTTPS_REDIRECT]
+    observed[HTTPS_REDIRECT] = copy.deepcopy(redirect) | {
+        "status": {"atProvider": {"manifest": redirect["spec"]["forProvider"]["manifest"]}}
+    }
     observed[key]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] = "elsewhere"
     message = refused(AUTH_XR, GATEWAY_INPUT, observed)
     assert message.split(":")[0] == "spec.namespace"
@@ -1501,3 +1507,95 @@ def test_the_serving_record_is_ready_once_it_exists() -> None:
     record["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": SERVING_RECORD}
     with_record = compose(XR, GATEWAY_INPUT, {**observed, SERVING_RECORD: record})
     assert with_record.ready[SERVING_RECORD]
+
+
+# --- inference on HTTPS only: the redirect, and Envoy's own health check ---
+
+HTTPS_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr-https.yaml")[0]
+
+
+def _manifest(rsp: Any, key: str) -> dict[str, Any]:
+    return rsp.resources[key]["spec"]["forProvider"]["manifest"]
+
+
+def test_a_redirecting_listener_gets_an_https_redirect_and_no_ai_route() -> None:
+    rsp = compose(HTTPS_XR, GATEWAY_INPUT, {})
+    assert set(rsp.resources) == ALL_NAMES | {HTTPS_REDIRECT}
+    redirect = _manifest(rsp, HTTPS_REDIRECT)
+    assert (redirect["kind"], redirect["metadata"]["namespace"]) == ("HTTPRoute", "platform")
+    assert redirect["spec"] == {
+        "parentRefs": [
+            {
+                "group": "gateway.networking.k8s.io",
+                "kind": "Gateway",
+                "name": "inference",
+                "sectionName": "http",
+            }
+        ],
+        # Port 443: Gateway API's default for https, so none is named.
+        "rules": [
+            {
+                "filters": [
+                    {"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}
+                ]
+            }
+        ],
+    }
+    # The anchor's HTTPRoute ends in a catch-all 404 rule (Envoy AI Gateway v1.1.0
+    # ai_gateway_route.go, "route-not-found"); on the redirecting listener it would tie
+    # with the redirect, and the older route wins a tie.
+    assert _manifest(rsp, "anchor-route")["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference", "sectionName": "https"}
+    ]
+    assert rsp.resources[HTTPS_REDIRECT]["spec"]["watch"] is True
+
+
+def test_a_gateway_without_a_redirect_keeps_its_anchor_on_every_listener() -> None:
+    xr = copy.deepcopy(HTTPS_XR)
+    xr["spec"]["listeners"][1]["httpsRedirect"] = False
+    rsp = compose(xr, GATEWAY_INPUT, {})
+    assert HTTPS_REDIRECT not in rsp.resources
+    assert _manifest(rsp, "anchor-route")["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference"}
+    ]
+
+
+def test_the_redirect_names_the_https_port_when_it_is_not_443() -> None:
+    xr = copy.deepcopy(HTTPS_XR)
+    xr["spec"]["listeners"][0]["port"] = 8443
+    redirect = _manifest(compose(xr, GATEWAY_INPUT, {}), HTTPS_REDIRECT)
+    assert redirect["spec"]["rules"][0]["filters"][0]["requestRedirect"] == {
+        "scheme": "https",
+        "statusCode": 301,
+        "port": 8443,
+    }
+
+
+def test_a_redirect_turned_off_is_removed_and_one_still_asked_for_is_never_dropped() -> None:
+    composed = compose(HTTPS_XR, GATEWAY_INPUT, {}).resources
+    observed = {key: composed[key] for key in (HTTPS_REDIRECT, GATEWAY)}
+    # Still asked for, observed or not: emitted.
+    assert HTTPS_REDIRECT in compose(HTTPS_XR, GATEWAY_INPUT, observed).resources
+    xr = copy.deepcopy(HTTPS_XR)
+    xr["spec"]["listeners"][1]["httpsRedirect"] = False
+    rsp = compose(xr, GATEWAY_INPUT, observed)
+    assert HTTPS_REDIRECT not in rsp.resources
+    assert set(rsp.resources) == ALL_NAMES
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "want"),
+    [
+        ("no health check path: Envoy answers no health check", None, None),
+        ("a health check path: Envoy answers it on every listener", "/healthz", {"path": "/healthz"}),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+)
+def test_envoy_answers_the_health_check_only_when_asked(name: str, path: str | None, want: Any) -> None:
+    xr = copy.deepcopy(XR)
+    if path is not None:
+        xr["spec"]["healthCheckPath"] = path
+    rsp = compose(xr, GATEWAY_INPUT, {})
+    # A field of the ClientTrafficPolicy the gateway already has: no resource added.
+    assert set(rsp.resources) == ALL_NAMES
+    assert _manifest(rsp, CLIENT_TRAFFIC_POLICY)["spec"].get("healthCheck") == want, name

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import http.server
 import io
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.pki import CA
 from tests.real import conformance, costs, network, packages, prober, report, toolchain, versions
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
@@ -1035,3 +1039,67 @@ def test_the_release_line_passes_only_when_the_pushed_package_served(
 )
 def test_a_dead_runs_podman_containers_are_found_by_their_run_label(listed: str, want: list[str]) -> None:
     assert network.dead_containers(listed, {12}) == want
+
+
+@pytest.mark.parametrize(
+    ("listeners", "want"),
+    [
+        (None, prober.Via(80, False, None)),
+        ([{"name": "http", "port": 8080}], prober.Via(8080, False, None)),
+        (
+            [
+                {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": "ai.example.com"},
+                {"name": "http"},
+            ],
+            prober.Via(443, True, "ai.example.com"),
+        ),
+        ([{"name": "w", "hostname": "*.example.com"}], prober.Via(80, False, "probe.example.com")),
+    ],
+    ids=[
+        "a gateway with the default listener is reached over HTTP on 80",
+        "the first listener's port is the one a client uses",
+        "an HTTPS first listener is reached over TLS by its host name",
+        "a wildcard host is reached by a name under it",
+    ],
+)
+def test_the_prober_reaches_a_gateway_as_its_first_listener_says(
+    listeners: list[dict[str, Any]] | None, want: prober.Via
+) -> None:
+    gw: dict[str, Any] = {"spec": {"listeners": listeners}} if listeners is not None else {"spec": {}}
+    assert prober.via(gw) == want
+
+
+def test_a_probe_over_tls_sends_the_listeners_host_name_as_sni_and_host(tmp_path: Path) -> None:
+    """An HTTPS listener with a hostname serves only requests for that name: a probe that sent the
+    loopback address would fail where a client succeeds."""
+    cert, key = CA("prober-test").leaf("ai.example.com", sans=("ai.example.com",))
+    (tmp_path / "c.pem").write_bytes(cert)
+    (tmp_path / "k.pem").write_bytes(key)
+    seen: dict[str, str | None] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen["host"] = self.headers.get("host")
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    context.sni_callback = lambda _sock, name, _ctx: seen.__setitem__("sni", name)  # type: ignore[assignment, misc]
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.handle_request, daemon=True)
+    thread.start()
+    try:
+        ans = prober.request(
+            server.server_address[1], "GET", "/v1/models", None, {}, tls=True, hostname="ai.example.com"
+        )
+    finally:
+        thread.join(timeout=10)
+        server.server_close()
+    assert ans.status == 200
+    assert seen == {"sni": "ai.example.com", "host": "ai.example.com"}

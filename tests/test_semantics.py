@@ -23,6 +23,7 @@ from function.cel import (
     deployment_rollout_query,
     node_port_query,
     policy_accepted_query,
+    route_accepted_query,
 )
 from function.outcome import Outcome
 from function.upstream import DEFAULT_EXTPROC_MARKER
@@ -62,6 +63,7 @@ MEANINGS = {
     "defaults-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
     "generated-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
     "gatewaynamespace-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY),
+    "https-just-created": Meaning("GatewayReady", FALSE, "WaitingForGateway", GATEWAY | {"https-redirect"}),
     "auth-waiting-for-policy": Meaning(
         "GatewayReady",
         FALSE,
@@ -263,6 +265,8 @@ ROLLOUT = "rollout"
 CREATED = "created"
 
 NODE_PORT = "node port"
+# A Gateway API route: Accepted, its references resolved, by every parent it reports.
+ROUTE_PARENTS = "route parents"
 
 # What each Object manages or observes: (apiVersion, kind, namespace) of its manifest.
 TARGETS = {
@@ -272,6 +276,7 @@ TARGETS = {
     "envoy-deployment": ("apps/v1", "Deployment", "envoy-gateway-system"),
     "envoy-service": ("v1", "Service", "envoy-gateway-system"),
     "client-traffic-policy": ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy", "platform"),
+    "https-redirect": ("gateway.networking.k8s.io/v1", "HTTPRoute", "platform"),
     "gateway-observer": ("ai.example.org/v1alpha1", "InferenceGateway", "platform"),
     "route": ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", "team-a"),
     "backend-vllm": ("gateway.envoyproxy.io/v1alpha1", "Backend", "team-a"),
@@ -299,6 +304,15 @@ OBJECTS = {
         "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
         "envoy-service": ("inference-envoy-service-c4c569c4", NODE_PORT, None, True),
     },
+    "https-just-created": {
+        "envoy-proxy": ("inference-envoyproxy-1699b98e", CREATED, None, False),
+        "gateway": ("inference-gateway-7263f92f", CEL_ON, "Programmed", False),
+        "anchor-route": ("inference-anchor-12afe203", CEL_ON, "Accepted", False),
+        "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
+        "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
+        # A redirect refused costs plain-HTTP clients their 301: judged for Ready, watched.
+        "https-redirect": ("inference-https-redirect-ec9b6ac0", ROUTE_PARENTS, None, False),
+    },
     "gateway-ready-route-composed": {
         "gateway-observer": ("llama-gateway-observer-35870d8b", CEL_ON, "GatewayReady", True),
         "route": ("llama-route-7394ad15", CEL_ON, "Accepted", False),
@@ -314,6 +328,7 @@ OBJECTS = {
 # Composed resources the example's observed state shows in effect: Crossplane
 # is told exactly these are ready.
 READY = {
+    "https-just-created": set(),
     "defaults-ready": {"envoy-proxy", "gateway", "anchor-route", "envoy-deployment", "client-traffic-policy"},
     "nodeport-ready": {
         "envoy-proxy",
@@ -364,6 +379,8 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
             assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": policy_accepted_query()}, (
                 resource
             )
+        elif judged == ROUTE_PARENTS:
+            assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": route_accepted_query()}, resource
         else:
             assert readiness == {
                 "policy": "DeriveFromCelQuery",

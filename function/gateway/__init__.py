@@ -38,6 +38,7 @@ from function.gateway.manifests import (
     build_client_traffic_policy,
     build_envoy_proxy,
     build_gateway,
+    build_https_redirect,
     build_security_policy,
 )
 from function.gateway.plan import (
@@ -46,6 +47,7 @@ from function.gateway.plan import (
     ENVOY_PROXY,
     ENVOY_SERVICE,
     GATEWAY,
+    HTTPS_REDIRECT,
     OBSERVER,
     SECURITY_POLICY,
     SERVING_RECORD,
@@ -127,6 +129,16 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             cel_query=cel.node_port_query(plan.spec.listeners[0].port),
             observe_only=True,
         )
+    if plan.spec.redirecting:
+        # Judged for the XR's Ready, not for GatewayReady: inference is on HTTPS,
+        # and a redirect refused costs plain-HTTP clients their 301, not a model.
+        objects[HTTPS_REDIRECT] = wrap(
+            name=plan.object_name("https-redirect"),
+            namespace=ns,
+            manifest=build_https_redirect(plan),
+            provider_config=provider,
+            cel_query=cel.route_accepted_query(),
+        )
     auth = plan.spec.auth.api_keys
     if auth is not None:
         # Judged and watched: while it is not Accepted, every request fails.
@@ -144,10 +156,11 @@ def removed_by_spec(name: str) -> bool:
     """True for an observed resource the spec no longer composes.
 
     The SecurityPolicy of auth turned off, the Service observer of a gateway
-    that is no longer NodePort. Asked only of observed names this call did
+    that is no longer NodePort, the redirect of a gateway none of whose
+    listeners redirects. Asked only of observed names this call did
     not compose, so what the spec still asks for is never dropped.
     """
-    return name in (SECURITY_POLICY, ENVOY_SERVICE)
+    return name in (SECURITY_POLICY, ENVOY_SERVICE, HTTPS_REDIRECT)
 
 
 def compose(

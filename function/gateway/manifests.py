@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.api import APIKeyAuth, DeploymentNaming, Listener, SpreadPolicy
+from function.api import APIKeyAuth, DeploymentNaming, Listener, SpreadPolicy, https_listener
 from function.gateway.plan import GatewayPlan
 from function.objects import target_ref
 from function.upstream import TOKEN_METADATA_NAMESPACE, TOKEN_USAGE_COSTS
+
+# Where Gateway API sends an https redirect that names no port.
+HTTPS_PORT = 443
 
 
 def build_envoy_proxy(plan: GatewayPlan) -> dict[str, Any]:
@@ -134,6 +137,40 @@ def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
     manifest["spec"] = {
         "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
         "connection": {"bufferLimit": plan.spec.request_buffer_limit},
+    }
+    if plan.spec.health_check_path is not None:
+        manifest["spec"]["healthCheck"] = {"path": plan.spec.health_check_path}
+    return manifest
+
+
+def build_https_redirect(plan: GatewayPlan) -> dict[str, Any]:
+    """An HTTPRoute on each redirecting listener: every request answered 301 to HTTPS, same host and path.
+
+    Envoy answers it itself (a route redirect): Envoy AI Gateway's ext-proc is
+    enabled only on the routes it generates (v1.1.0 internal/extensionserver/
+    post_translate_modify.go), and no AI route attaches to these listeners
+    (the anchor names the others), so its catch-all 404 cannot win here.
+    """
+    target = https_listener(plan.spec.listeners)
+    assert target is not None  # the spec's validation: a redirect needs an HTTPS listener
+    redirect: dict[str, Any] = {"scheme": "https", "statusCode": 301}
+    # Gateway API: with the scheme set and no port, the redirect goes to 443.
+    if target.port != HTTPS_PORT:
+        redirect["port"] = target.port
+    manifest = target_ref(
+        plan.inp.api_versions.gateway_api, "HTTPRoute", plan.https_redirect_name, plan.namespace
+    )
+    manifest["spec"] = {
+        "parentRefs": [
+            {
+                "group": "gateway.networking.k8s.io",
+                "kind": "Gateway",
+                "name": plan.gateway_name,
+                "sectionName": listener.name,
+            }
+            for listener in plan.spec.redirecting
+        ],
+        "rules": [{"filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}],
     }
     return manifest
 

@@ -34,6 +34,10 @@ CLIENT_TRAFFIC_POLICY = "client-traffic-policy"
 SECURITY_POLICY = "security-policy"
 
 
+# Composed only while a listener redirects to HTTPS (listeners[].httpsRedirect).
+HTTPS_REDIRECT = "https-redirect"
+
+
 # Observed only for serviceType NodePort: the node port clients use.
 ENVOY_SERVICE = "envoy-service"
 
@@ -97,6 +101,13 @@ class GatewayPlan:
         return self._held(SECURITY_POLICY, self.gateway_name)
 
     @property
+    def https_redirect_name(self) -> str:
+        return self._held(
+            HTTPS_REDIRECT,
+            naming.unique_name(self.gateway_name, "https-redirect", identity=("https-redirect",)),
+        )
+
+    @property
     def deployment(self) -> tuple[str, str]:
         namespace, name = naming.deployment_ref(
             self.spec.envoy.deployment_naming,
@@ -147,7 +158,7 @@ def moved_from(plan: GatewayPlan) -> Target | None:
     Moving would leave the old Gateway and its policies serving, unowned
     (objects.held_targets): refused, with one fatal naming the field.
     """
-    for key in (GATEWAY, ENVOY_PROXY, ANCHOR, CLIENT_TRAFFIC_POLICY, SECURITY_POLICY):
+    for key in (GATEWAY, ENVOY_PROXY, ANCHOR, CLIENT_TRAFFIC_POLICY, SECURITY_POLICY, HTTPS_REDIRECT):
         target = plan.held.get(key)
         if target is not None and target.namespace != plan.namespace:
             return target

@@ -35,8 +35,10 @@ requests go on and are judged against what the XRs said last.
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +61,7 @@ READ_TIMEOUT_S = 2
 class Answer:
     status: int
     body: str = ""
+    location: str = ""
 
     @property
     def ok(self) -> bool:
@@ -93,6 +96,44 @@ class Totals:
     lies: list[Sample] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Via:
+    """How a client reaches a gateway: its first listener (where ModelRoutes attach), by the port,
+    the protocol and the host name the InferenceGateway's spec gives it."""
+
+    port: int = 80
+    tls: bool = False
+    hostname: str | None = None
+
+
+def via(gw: dict[str, Any] | None) -> Via:
+    listeners = ((gw or {}).get("spec") or {}).get("listeners") or [{}]
+    first = listeners[0]
+    host = first.get("hostname")
+    # A wildcard names no host a client sends: any name under it will do.
+    if isinstance(host, str) and host.startswith("*."):
+        host = "probe" + host[1:]
+    return Via(int(first.get("port") or 80), first.get("protocol") == "HTTPS", host)
+
+
+class _Named(http.client.HTTPSConnection):
+    """TLS to a loopback address with the listener's host name as SNI, as a client resolving it sends.
+
+    The certificate is not verified: the prober judges whether requests are
+    served, and a listener without its certificate fails the handshake anyway."""
+
+    def __init__(self, address: str, port: int, server_name: str | None, timeout: float) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        super().__init__(address, port, timeout=timeout, context=context)
+        self._server_name = server_name or address
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
+
+
 def request(
     port: int,
     method: str,
@@ -101,13 +142,17 @@ def request(
     headers: dict[str, str],
     *,
     host: str = "127.0.0.1",
+    tls: bool = False,
+    hostname: str | None = None,
 ) -> Answer:
-    conn = http.client.HTTPConnection(host, port, timeout=5)
+    """One request to `host:port`; `hostname` is the Host (and, over TLS, the SNI) a client sends."""
+    conn = _Named(host, port, hostname, 5) if tls else http.client.HTTPConnection(host, port, timeout=5)
     try:
         data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"content-type": "application/json", **headers})
+        sent = {"content-type": "application/json", **({"host": hostname} if hostname else {}), **headers}
+        conn.request(method, path, body=data, headers=sent)
         rsp = conn.getresponse()
-        return Answer(rsp.status, rsp.read(2048).decode(errors="replace"))
+        return Answer(rsp.status, rsp.read(2048).decode(errors="replace"), rsp.getheader("location") or "")
     except (OSError, http.client.HTTPException) as e:
         # A refused or reset connection is a failed request, as a client sees it.
         return Answer(0, f"{type(e).__name__}: {e}")
@@ -115,7 +160,15 @@ def request(
         conn.close()
 
 
-def chat(port: int, model: str, headers: dict[str, str] | None = None, host: str = "127.0.0.1") -> Answer:
+def chat(
+    port: int,
+    model: str,
+    headers: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
+    *,
+    tls: bool = False,
+    hostname: str | None = None,
+) -> Answer:
     return request(
         port,
         "POST",
@@ -123,6 +176,8 @@ def chat(port: int, model: str, headers: dict[str, str] | None = None, host: str
         {"model": model, "messages": [{"role": "user", "content": "ping"}]},
         headers or {},
         host=host,
+        tls=tls,
+        hostname=hostname,
     )
 
 
@@ -130,10 +185,10 @@ class Prober:
     """Probes in a thread of its own while scenarios run; `totals()` judges what it saw."""
 
     def __init__(
-        self, kube: Kube, port_for: Callable[[str, str], int], keys: Callable[[], dict[str, str]]
+        self, kube: Kube, port_for: Callable[[str, str, int], int], keys: Callable[[], dict[str, str]]
     ) -> None:
         self.kube = kube
-        # Where a client reaches a Gateway (namespace, name): the Service in front of its pods.
+        # Where a client reaches a Gateway (namespace, name, listener port): the Service in front of its pods.
         self.port_for = port_for
         # The header and a valid key, for gateways that ask for one: {header: key}.
         self.keys = keys
@@ -242,8 +297,17 @@ class Prober:
             at = ((gw.get("status") or {}).get("gateway")) or {}
             if not at.get("name"):
                 continue  # no Gateway yet: nothing a client could reach
-            port = self.port_for(str(at.get("namespace") or meta["namespace"]), str(at["name"]))
-            ans = request(port, "GET", "/v1/models", None, _bearer(keys) if _needs_key(gw) else {})
+            to = via(gw)
+            port = self.port_for(str(at.get("namespace") or meta["namespace"]), str(at["name"]), to.port)
+            ans = request(
+                port,
+                "GET",
+                "/v1/models",
+                None,
+                _bearer(keys) if _needs_key(gw) else {},
+                tls=to.tls,
+                hostname=to.hostname,
+            )
             ready = said(gw, "GatewayReady")
             add(f"gateway {meta['namespace']}/{meta['name']}", ans, ready)
         for rt in routes:
@@ -254,32 +318,30 @@ class Prober:
             caller = (rt.get("status") or {}).get("callerAuth") or {}
             ready = said(rt, "RoutingReady")
             ref = (rt.get("spec") or {}).get("gatewayRef") or {}
-            gw_status = next(
+            gw = next(
                 (
-                    (g.get("status") or {}).get("gateway") or {}
+                    g
                     for g in gateways
                     if g["metadata"]["name"] == ref.get("name")
                     and g["metadata"]["namespace"] == (ref.get("namespace") or meta["namespace"])
                 ),
-                {},
+                None,
             )
+            gw_status = ((gw or {}).get("status") or {}).get("gateway") or {}
             if not gw_status.get("name"):
                 continue  # its gateway has no Gateway yet: a client has nowhere to send it
-            port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]))
+            to = via(gw)
+            port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]), to.port)
+            ask = functools.partial(chat, port, model, tls=to.tls, hostname=to.hostname)
             subject = f"route {meta['namespace']}/{meta['name']}"
             if caller.get("required"):
                 header = str(caller.get("header") or "authorization")
                 key = keys.get(header)
-                add(subject, chat(port, model, {header: f"Bearer {key}"} if key else {}), ready)
-                add(f"{subject} keyless", chat(port, model), ready, refused=True)
-                add(
-                    f"{subject} wrong key",
-                    chat(port, model, {header: "Bearer not-a-key"}),
-                    ready,
-                    refused=True,
-                )
+                add(subject, ask({header: f"Bearer {key}"} if key else {}), ready)
+                add(f"{subject} keyless", ask(), ready, refused=True)
+                add(f"{subject} wrong key", ask({header: "Bearer not-a-key"}), ready, refused=True)
             else:
-                add(subject, chat(port, model), ready)
+                add(subject, ask(), ready)
 
     def _add(self, sample: Sample) -> None:
         with self._lock:

@@ -23,6 +23,7 @@ from tests.real.harness import (
     MARKER,
     OBJECT_API,
     ROUTE,
+    XR_API,
     Env,
     Report,
     availability,
@@ -39,7 +40,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import DETECTION_S, chat, decided
+from tests.real.prober import DETECTION_S, chat, decided, request
 from tests.support import EXAMPLES
 
 
@@ -227,6 +228,92 @@ def route_not_allowed(env: Env, r: Report) -> None:
     )
     set_listeners(env, [http])
     wait("RoutingReady True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+
+
+def https_only(env: Env, r: Report) -> None:
+    """Issue #30's two gateway features on the real data plane. The HTTPS listener first (ModelRoutes
+    move there), the HTTP one answering 301 to HTTPS, and `/healthz` answered by Envoy itself on both;
+    the prober follows the first listener, so its requests go over TLS by the listener's host name.
+    Then back: the redirect's HTTPRoute is removed, and the route serves over HTTP again."""
+    host = "inference.example.com"
+    cert, key = CA("fgr-https-only-ca").leaf(host, sans=(host,))
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "inference-tls", "namespace": GATEWAY[0]},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
+        }
+    )
+    https = {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": host}
+    https["tls"] = {"certificateRefs": [{"name": "inference-tls"}]}
+    http = {"name": "http", "protocol": "HTTP", "port": 80}
+    # Clients move to the new first listener when the spec says so, before Envoy serves it.
+    env.prober.fault()
+    _set(env, {"listeners": [https, {**http, "httpsRedirect": True}], "healthCheckPath": HEALTHZ})
+    model = route_doc()["spec"]["model"]
+    wait(
+        "the route serving over HTTPS",
+        lambda: (
+            (rt := env.route()) is not None
+            and decided(rt)
+            and chat(_port(env, 443), model, tls=True, hostname=host).ok
+            and true(rt, "RoutingReady")
+        ),
+        CONVERGE_S,
+    )
+    moved = request(_port(env, 80), "GET", "/v1/models", None, {}, hostname=host)
+    assert (moved.status, moved.location) == (301, f"https://{host}/v1/models"), moved
+    health = {
+        scheme: request(_port(env, port), "GET", HEALTHZ, None, {}, tls=tls, hostname=host).status
+        for scheme, port, tls in (("http", 80, False), ("https", 443, True))
+    }
+    # Envoy's health_check filter answers before any route is chosen: 200 on the redirecting listener too.
+    assert health == {"http": 200, "https": 200}, health
+    redirect = wait(
+        "the redirect's HTTPRoute Accepted",
+        lambda: next(
+            (
+                o
+                for o in env.kube.list(OBJECT_API, "Object", GATEWAY[0])
+                if o["metadata"].get("annotations", {}).get("crossplane.io/composition-resource-name")
+                == "https-redirect"
+                and true(o, "Ready")
+            ),
+            None,
+        ),
+        CONVERGE_S,
+    )
+    r.notes.append(
+        f"HTTPS first: requests over TLS to {host} served; HTTP answered {moved.status} to {moved.location}; "
+        f"{HEALTHZ} answered {health['http']} (HTTP) and {health['https']} (HTTPS) by Envoy"
+    )
+    env.prober.fault()
+    _set(env, {"listeners": [http], "healthCheckPath": None})
+    wait(
+        "the redirect's Object removed",
+        lambda: env.kube.get(OBJECT_API, "Object", redirect["metadata"]["name"], GATEWAY[0]) is None,
+        CONVERGE_S,
+    )
+    wait(
+        "the route serving over HTTP again",
+        lambda: chat(_port(env, 80), model).ok and true(env.route(), "RoutingReady"),
+        CONVERGE_S,
+    )
+    env.kube.delete("v1", "Secret", "inference-tls", GATEWAY[0])
+
+
+HEALTHZ = "/healthz"
+
+
+def _set(env: Env, spec: dict[str, Any]) -> None:
+    # A merge patch replaces a list whole, and null removes a field.
+    env.kube.merge_patch(XR_API, "InferenceGateway", GATEWAY[1], GATEWAY[0], {"spec": spec})
+
+
+def _port(env: Env, listener_port: int) -> int:
+    return env.plane.gateway_port(GATEWAY[0], GATEWAY[1], listener_port)
 
 
 def _published_url(env: Env) -> str | None:
