@@ -159,15 +159,22 @@ def _emitted_targets() -> set[tuple[str, str, str, bool]]:
     requests += [
         make_request(route_support.XR, ROUTE_INPUT, {}, route_support.gw_required(route_support.READY_GW))
     ]
-    for req in requests:
-        for item in run(req).desired.resources.values():
-            if item.resource["kind"] != "Object":
-                continue  # composed by Crossplane itself (the serving record): not the provider's
-            manifest = item.resource["spec"]["forProvider"]["manifest"]
-            group = manifest["apiVersion"].rpartition("/")[0]
-            spec = item.resource["spec"]
-            observe_only = "managementPolicies" in spec and list(spec["managementPolicies"]) == ["Observe"]
-            targets.add((group, manifest["kind"], manifest["metadata"]["namespace"], observe_only))
+    composed = [dict(item.resource) for req in requests for item in run(req).desired.resources.values()]
+    # And what every example's expected render manages: a feature shown there (an HTTPS redirect) is
+    # what users apply. (Where an observer may dry-run depends on the namespaces a platform binds,
+    # which docs/operations.md leaves to them outside the default ones.)
+    rendered = [doc for path in sorted(EXAMPLES.glob("*/expected/*.yaml")) for doc in load_yaml(path)]
+    composed += [
+        doc for doc in rendered if doc["kind"] == "Object" and "managementPolicies" not in doc["spec"]
+    ]
+    for resource in composed:
+        if resource["kind"] != "Object":
+            continue  # composed by Crossplane itself (the serving record): not the provider's
+        manifest = resource["spec"]["forProvider"]["manifest"]
+        group = manifest["apiVersion"].rpartition("/")[0]
+        spec = resource["spec"]
+        observe_only = "managementPolicies" in spec and list(spec["managementPolicies"]) == ["Observe"]
+        targets.add((group, manifest["kind"], manifest["metadata"]["namespace"], observe_only))
     return targets
 
 

@@ -310,7 +310,7 @@ OBJECTS = {
         "anchor-route": ("inference-anchor-12afe203", CEL_ON, "Accepted", False),
         "envoy-deployment": ("inference-envoy-deployment-37b65925", ROLLOUT, None, True),
         "client-traffic-policy": ("inference-client-traffic-policy-edd2db81", POLICY, None, False),
-        # A redirect refused costs plain-HTTP clients their 301: judged for Ready, watched.
+        # A redirect refused costs plain-HTTP clients their 301: judged on its Object, watched.
         "https-redirect": ("inference-https-redirect-ec9b6ac0", ROUTE_PARENTS, None, False),
     },
     "gateway-ready-route-composed": {

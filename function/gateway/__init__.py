@@ -130,8 +130,9 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
             observe_only=True,
         )
     if plan.spec.redirecting:
-        # Judged for the XR's Ready, not for GatewayReady: inference is on HTTPS,
-        # and a redirect refused costs plain-HTTP clients their 301, not a model.
+        # Watched and judged on its own Object (Ready once Envoy Gateway accepts it),
+        # not in GatewayReady (nor so the XR's Ready): inference is on HTTPS, and a
+        # redirect refused costs plain-HTTP clients their 301, not a model.
         objects[HTTPS_REDIRECT] = wrap(
             name=plan.object_name("https-redirect"),
             namespace=ns,

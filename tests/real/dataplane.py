@@ -229,6 +229,14 @@ class DataPlane:
         with self._lock:
             return list(self.sandboxes.values())
 
+    def serving(self) -> list[Sandbox]:
+        """The pods ready and not terminating, by key: what a Service sends requests to."""
+        with self._lock:
+            return sorted(
+                (sb for sb in self.sandboxes.values() if sb.ready and not sb.terminating),
+                key=lambda sb: sb.key,
+            )
+
     def endpoints(self, selector: Mapping[str, str]) -> list[str]:
         with self._lock:
             return [
@@ -572,24 +580,30 @@ class DataPlane:
                 return False
         return bool(sb.processes)
 
-    def _drain(self, sb: Sandbox) -> None:
-        """What the shutdown-manager's preStop does: Envoy drains its listeners gracefully."""
-        with self._lock:
-            sb.terminating = True
-        # The admin listener is on the pod's loopback: reached from inside its namespace.
-        drain = (
-            "import urllib.request as u; u.urlopen(u.Request("
-            f"'http://127.0.0.1:{self.admin_port}/drain_listeners?graceful&inboundonly', method='POST'), timeout=3)"
+    def admin_post(self, sb: Sandbox, path: str) -> None:
+        """POST to the pod's Envoy admin listener, which is on the pod's loopback: from inside its namespace."""
+        post = (
+            "import urllib.request as u; "
+            f"u.urlopen(u.Request('http://127.0.0.1:{self.admin_port}/{path}', method='POST'), timeout=3)"
+        )
+        subprocess.run(
+            ["ip", "netns", "exec", sb.netns, sys.executable, "-c", post],
+            capture_output=True,
+            timeout=5,
+            check=True,
         )
 
+    def _drain(self, sb: Sandbox) -> None:
+        """What the shutdown-manager's preStop does: Envoy fails its health check (Envoy Gateway v1.8.1
+        internal/cmd/envoy/shutdown_manager.go, `healthcheck/fail`: the gateway's healthCheckPath then
+        answers 503, and listeners of the default drain type close connections), and drains its listeners."""
+        with self._lock:
+            sb.terminating = True
+
         def post() -> None:
-            with contextlib.suppress(Exception):
-                subprocess.run(
-                    ["ip", "netns", "exec", sb.netns, sys.executable, "-c", drain],
-                    capture_output=True,
-                    timeout=5,
-                    check=False,
-                )
+            for path in ("healthcheck/fail", "drain_listeners?graceful&inboundonly"):
+                with contextlib.suppress(Exception):
+                    self.admin_post(sb, path)
 
         # Off the sync loop, as the kubelet runs a preStop hook on the pod's own worker.
         threading.Thread(target=post, name=f"drain-{sb.key}", daemon=True).start()

@@ -42,6 +42,9 @@ GATEWAY = ("platform", "inference")
 
 
 ROUTE = ("team-a", "llama")
+# The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in a pod (a port
+# under 1024 plus 10000, v1.8.1 internal/gatewayapi/listener.go).
+POD_HTTP_LISTENER = 10080
 
 
 EXTPROC = "ai-gateway-extproc"

@@ -35,6 +35,7 @@ from tests.real.harness import (
     CONVERGE_S,
     GATEWAY,
     OBJECT_API,
+    POD_HTTP_LISTENER,
     ROUTE,
     XR_API,
     Env,
@@ -71,8 +72,6 @@ STALE_DOWN_S = 20.0
 OUTAGE_S = 10.0
 # Requests while a pod's container is down: one every BURST_EVERY_S.
 BURST_EVERY_S = 0.05
-# The Gateway's HTTP listener (port 80) as Envoy Gateway maps it in the pod.
-POD_LISTENER = 10080
 
 # Crossplane v2.4.0 bounds a whole XR reconcile, the function calls in it
 # included, by 2 minutes (`timeout` in
@@ -341,11 +340,7 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
     gets: through the Service, a failure after the detection allowance while
     the conditions say serving is a lie. GatewayReady is read meanwhile.
     """
-    with env.plane._lock:  # the data plane's sync thread changes the map
-        sandboxes = sorted(
-            (sb for sb in env.plane.sandboxes.values() if sb.ready and not sb.terminating),
-            key=lambda sb: sb.key,
-        )
+    sandboxes = env.plane.serving()
     assert len(sandboxes) >= 2, f"want two serving Envoy pods, have {[sb.key for sb in sandboxes]}"
     sb = sandboxes[0]
     index = next((i for i, c in enumerate(sb.containers) if c["name"] == container), None)
@@ -363,7 +358,9 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
         threading.Thread(
             target=_burst, args=(bursts["service"], killed, done, ("127.0.0.1", service), model)
         ),
-        threading.Thread(target=_burst, args=(bursts["pod"], killed, done, (sb.ip, POD_LISTENER), model)),
+        threading.Thread(
+            target=_burst, args=(bursts["pod"], killed, done, (sb.ip, POD_HTTP_LISTENER), model)
+        ),
         threading.Thread(target=_read_gateway, args=(env, gateway_said, done)),
     ]
     env.sup.kill(sb.processes[index], hold=False)

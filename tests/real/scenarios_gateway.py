@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from http import HTTPStatus
 from typing import Any
 
 import yaml
@@ -22,6 +23,7 @@ from tests.real.harness import (
     GATEWAY,
     MARKER,
     OBJECT_API,
+    POD_HTTP_LISTENER,
     ROUTE,
     XR_API,
     Env,
@@ -263,16 +265,8 @@ def https_only(env: Env, r: Report) -> None:
         ),
         CONVERGE_S,
     )
-    moved = request(_port(env, 80), "GET", "/v1/models", None, {}, hostname=host)
-    assert (moved.status, moved.location) == (301, f"https://{host}/v1/models"), moved
-    health = {
-        scheme: request(_port(env, port), "GET", HEALTHZ, None, {}, tls=tls, hostname=host).status
-        for scheme, port, tls in (("http", 80, False), ("https", 443, True))
-    }
-    # Envoy's health_check filter answers before any route is chosen: 200 on the redirecting listener too.
-    assert health == {"http": 200, "https": 200}, health
     redirect = wait(
-        "the redirect's HTTPRoute Accepted",
+        "the redirect's Object Ready (its HTTPRoute Accepted, references resolved)",
         lambda: next(
             (
                 o
@@ -285,9 +279,45 @@ def https_only(env: Env, r: Report) -> None:
         ),
         CONVERGE_S,
     )
+    ready_at = time.time()
+    # Ready is Envoy Gateway's word; Envoy has it a moment later, over xDS.
+    try:
+        moved = wait(
+            "HTTP answered with a redirect to HTTPS",
+            lambda: (
+                (a := request(_port(env, 80), "GET", "/v1/models", None, {}, hostname=host)).status == 301
+                and a
+            ),
+            DETECTION_S,
+        )
+    except Exception as e:
+        target = redirect["status"]["atProvider"]["manifest"]
+        real = env.kube.get(
+            "gateway.networking.k8s.io/v1", "HTTPRoute", target["metadata"]["name"], GATEWAY[0]
+        )
+        raise AssertionError(f"{e}; the HTTPRoute's status: {(real or {}).get('status')}") from e
+    took = time.time() - ready_at
+    assert moved.location == f"https://{host}/v1/models", moved
+    health = {
+        scheme: request(_port(env, port), "GET", HEALTHZ, None, {}, tls=tls, hostname=host).status
+        for scheme, port, tls in (("http", 80, False), ("https", 443, True))
+    }
+    # Envoy's health_check filter answers before any route is chosen: 200 on the redirecting listener too.
+    assert health == {"http": 200, "https": 200}, health
+    # What Envoy Gateway's shutdown manager does first when a pod stops: the health path turns 503
+    # on that pod (its listeners close connections after each answer meanwhile; requests still succeed).
+    pod = env.plane.serving()[0]
+    env.plane.admin_post(pod, "healthcheck/fail")
+    try:
+        draining = request(POD_HTTP_LISTENER, "GET", HEALTHZ, None, {}, host=pod.ip).status
+    finally:
+        env.plane.admin_post(pod, "healthcheck/ok")
+    assert draining == HTTPStatus.SERVICE_UNAVAILABLE, draining
     r.notes.append(
-        f"HTTPS first: requests over TLS to {host} served; HTTP answered {moved.status} to {moved.location}; "
-        f"{HEALTHZ} answered {health['http']} (HTTP) and {health['https']} (HTTPS) by Envoy"
+        f"HTTPS first: requests over TLS to {host} served; HTTP answered {moved.status} to {moved.location} "
+        f"{took:.1f} s after its Object said Ready; "
+        f"{HEALTHZ} answered {health['http']} (HTTP) and {health['https']} (HTTPS) by Envoy, "
+        f"{draining} on a pod whose health check was failed as a drain fails it"
     )
     env.prober.fault()
     _set(env, {"listeners": [http], "healthCheckPath": None})
