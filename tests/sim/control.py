@@ -250,12 +250,16 @@ class Crossplane:
     def gateway_xr(self, namespace: str, name: str) -> XR | None:
         return self.xrs.get(("InferenceGateway", namespace, name))
 
-    def step(self) -> None:
+    def step(self, direct_changed: set[Key] | None = None) -> None:
+        """`direct_changed`: composed resources Crossplane writes itself whose status another
+        controller changed (a model check's Request): watched, as every composed resource is."""
         now = self.world.now
         changed = self.provider.changed
         self.provider.changed = set()
         for xr in list(self.xrs.values()):
-            if any(obj in changed for obj in xr.composed.values()):
+            if any(obj in changed for obj in xr.composed.values()) or any(
+                key in (direct_changed or ()) for key in xr.direct.values()
+            ):
                 xr.next_reconcile = min(xr.next_reconcile, now + WATCH_DELAY_SECONDS)
         for key in sorted(self.xrs):
             xr = self.xrs[key]
@@ -328,7 +332,7 @@ class Crossplane:
             body["metadata"]["ownerReferences"] = [controller_reference(xr.body)]
             if body["kind"] != "Object":
                 key = (body["kind"], body["metadata"]["namespace"], body["metadata"]["name"])
-                self.world.put(key, body)
+                self.world.compose(key, body)
                 xr.direct[name] = key
                 continue
             self.provider.upsert(body)

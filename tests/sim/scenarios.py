@@ -35,6 +35,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function import fn
 from tests.sim import world as world_model
 from tests.sim.control import XR, Ablation, Crossplane, Provider, RunFunction
+from tests.sim.provider_http import POLL_SECONDS, ProviderHTTP
 from tests.sim.world import Traffic, World
 from tests.support import EXAMPLES, GATEWAY_INPUT, ROUTE_INPUT, load_yaml
 
@@ -117,6 +118,21 @@ class IgnoreWorkloads(Ablation):
                 rsp.desired.composite.ready = fnv1.READY_TRUE
 
 
+class NoModelCheck(Ablation):
+    """(e) RoutingReady as if no backend checked its loaded model (a workload Available is enough)."""
+
+    name = "(e) no model check"
+
+    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
+        if xr.kind != "ModelRoute":
+            return
+        for c in rsp.conditions:
+            if c.type == "RoutingReady" and c.reason == "ModelNotLoaded":
+                c.status = fnv1.STATUS_CONDITION_TRUE
+                c.reason = "Available"
+                rsp.desired.composite.ready = fnv1.READY_TRUE
+
+
 class WithholdRoutes(Ablation):
     """(c) Compose routes only while the gateway is ready."""
 
@@ -133,7 +149,14 @@ class WithholdRoutes(Ablation):
 
 
 REAL = Ablation()
-VARIANTS: list[Ablation] = [REAL, NoAnchor(), AcceptanceOnly(), WithholdRoutes(), IgnoreWorkloads()]
+VARIANTS: list[Ablation] = [
+    REAL,
+    NoAnchor(),
+    AcceptanceOnly(),
+    WithholdRoutes(),
+    IgnoreWorkloads(),
+    NoModelCheck(),
+]
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -184,9 +207,12 @@ class Follower:
     reported: bool = False
     failing_since: int | None = None
 
-    def step(self, now: int, truth: bool, shown: bool, m: Metrics, what: str, *, blind: bool) -> None:
+    def step(
+        self, now: int, truth: bool, shown: bool, m: Metrics, what: str, *, blind: bool, bound: int
+    ) -> None:
         """`blind`: nothing can observe the world now (provider-kubernetes is down), so
-        the clock starts when it is back."""
+        the clock starts when it is back. `bound`: the lag allowed (LAG_BOUND_SECONDS, or a
+        probe's interval more where only a poll can see the change)."""
         world_changed = truth != self.truth
         self.truth = truth
         if shown == truth:
@@ -201,7 +227,7 @@ class Follower:
             self.disagree_since, self.began_with_the_world, self.reported = now, world_changed, False
         if blind:
             self.disagree_since = now
-        if not self.reported and now - self.disagree_since > LAG_BOUND_SECONDS:
+        if not self.reported and now - self.disagree_since > bound:
             self.reported = True
             m.violate(6, now, f"{what} says {shown}, not {truth}, for {now - self.disagree_since}s")
 
@@ -228,9 +254,12 @@ class Simulation:
         *,
         gateway_namespace_mode: bool = False,
         watches: bool = True,
+        lag_bound: int = LAG_BOUND_SECONDS,
     ) -> None:
         self.world = World(gateway_namespace_mode=gateway_namespace_mode)
+        self.lag_bound = lag_bound
         self.provider = Provider(self.world, watches=watches)
+        self.provider_http = ProviderHTTP(self.world)
         self.crossplane = Crossplane(self.world, self.provider, run_function, ablation)
         self.metrics = Metrics()
         self.traffic: dict[str, Traffic] = {}
@@ -273,17 +302,17 @@ class Simulation:
         self.crossplane.delete(("InferenceGateway", *GATEWAY))
         self.fault()
 
-    def add_route(self, name: str, *, workload: bool = False) -> None:
+    def add_route(self, name: str, *, workload: bool = False, model_check: bool = False) -> None:
         body = copy.deepcopy(ROUTE_XR)
         body["metadata"]["name"] = name
         body["spec"]["model"] = f"team-a/{name}"
-        backend: dict[str, Any] = {
-            "name": "vllm",
-            "endpoint": {"hostname": f"{name}.team-a.svc", "port": 8000},
-        }
+        host = f"{name}.team-a.svc"
+        backend: dict[str, Any] = {"name": "vllm", "endpoint": {"hostname": host, "port": 8000}}
         if workload:
-            self.world.serve_model(body["spec"]["model"], "team-a", f"{name}-vllm")
+            self.world.serve_model(body["spec"]["model"], "team-a", f"{name}-vllm", host)
             backend["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{name}-vllm"}
+        if model_check:
+            backend["modelCheck"] = {}
         body["spec"]["backends"] = [backend]
         self.crossplane.create(XR("ModelRoute", body, ROUTE_INPUT))
         gw = self.gateway()
@@ -350,6 +379,11 @@ class Simulation:
         self.world.scale_workload("team-a", f"{name}-vllm", replicas)
         self.fault()
 
+    def load_model(self, name: str, *models: str) -> None:
+        """The route's model server swaps what it has loaded: only its `/v1/models` says so."""
+        self.world.load("team-a", f"{name}-vllm", models)
+        self.fault()
+
     def crash_envoy(self, seconds: int) -> None:
         self.world.crash_pods(GATEWAY, seconds)
         self.fault()
@@ -364,7 +398,9 @@ class Simulation:
         self.world.step()
         changed, self.world.changed = self.world.changed, set()
         self.provider.step(changed)
-        self.crossplane.step()
+        self.provider_http.step()
+        probed, self.provider_http.changed = self.provider_http.changed, set()
+        self.crossplane.step(probed)
         self._serve_and_check()
         self.metrics.steps += 1
 
@@ -415,12 +451,20 @@ class Simulation:
             follower = self._follower(gw, "GatewayReady")
             failing = follower.failing(now, gateway_failed)
             if failing and gw.is_true("GatewayReady"):
-                if failing > LAG_BOUND_SECONDS:
+                if failing > self.lag_bound:
                     lying = True
                     m.violate(7, now, "requests failed at the gateway while GatewayReady=True")
                 else:
                     detecting = True
-            follower.step(now, gateway_serves, gw.is_true("GatewayReady"), m, "GatewayReady", blind=blind)
+            follower.step(
+                now,
+                gateway_serves,
+                gw.is_true("GatewayReady"),
+                m,
+                "GatewayReady",
+                blind=blind,
+                bound=self.lag_bound,
+            )
         m.lying_seconds += lying
         m.detection_seconds += detecting and not lying
         self._check_control_plane(gw)
@@ -453,7 +497,7 @@ class Simulation:
             follower = self._follower(route, "RoutingReady")
             failing = follower.failing(now, served.failed > 0)
             if failing and route.is_true("RoutingReady"):
-                if failing > LAG_BOUND_SECONDS:
+                if failing > self.lag_bound:
                     lying = True
                     m.violate(1, now, f"{served.failed} requests for {model} failed while RoutingReady=True")
                 else:
@@ -479,6 +523,7 @@ class Simulation:
                 m,
                 f"RoutingReady of {route.key[2]}",
                 blind=blind,
+                bound=self.lag_bound,
             )
         return gateway_failed, lying, detecting
 
@@ -543,6 +588,8 @@ class Scenario:
     # provider-kubernetes with --enable-watches. Without, the run measures
     # what watches buy; the truth bounds are promised only with them.
     watches: bool = True
+    # How late a condition may follow the truth: a change only a probe sees is seen a poll late.
+    lag_bound: int = LAG_BOUND_SECONDS
 
     @property
     def title(self) -> str:
@@ -561,6 +608,11 @@ def _with_route(sim: Simulation) -> None:
 def _with_served_route(sim: Simulation) -> None:
     sim.add_gateway()
     sim.add_route("llama", workload=True)
+
+
+def _with_checked_route(sim: Simulation) -> None:
+    sim.add_gateway()
+    sim.add_route("llama", workload=True, model_check=True)
 
 
 # Faults the control plane learns of only by watching, each lasting longer
@@ -656,6 +708,18 @@ SCENARIOS = [
         ],
         end=600,
     ),
+    Scenario(
+        "a model's server loads another model, then nothing, then the model again",
+        [
+            (0, _with_checked_route),
+            (200, lambda s: s.load_model("llama", "team-a/mistral")),
+            (320, lambda s: s.load_model("llama")),
+            (440, lambda s: s.load_model("llama", "team-a/llama")),
+        ],
+        end=600,
+        # Only the next poll sees a swap; the Request's change then wakes the route.
+        lag_bound=POLL_SECONDS + LAG_BOUND_SECONDS,
+    ),
     *WATCHED_FAULTS,
     *(
         Scenario(s.name, s.steps, s.end, s.converges, s.gateway_namespace_mode, s.drain, watches=False)
@@ -674,6 +738,7 @@ def run_scenario(scenario: Scenario, run_function: RunFunction, ablation: Ablati
         ablation,
         gateway_namespace_mode=scenario.gateway_namespace_mode,
         watches=scenario.watches,
+        lag_bound=scenario.lag_bound,
     )
     # Scenarios are timed for the default pod start and drain; slower pods
     # stretch every step, so each fault still lands where it was meant to.

@@ -36,6 +36,7 @@ from tests.sim.scenarios import (
     IgnoreWorkloads,
     Metrics,
     NoAnchor,
+    NoModelCheck,
     Scenario,
     WithholdRoutes,
     run_scenario,
@@ -60,6 +61,7 @@ TARGETS: list[tuple[Ablation, str]] = [
     (AcceptanceOnly(), "first gateway and first model"),
     (WithholdRoutes(), "an Envoy upgrade rollout"),
     (IgnoreWorkloads(), "a model's server scaled to zero and back, then to two"),
+    (NoModelCheck(), "a model's server loads another model, then nothing, then the model again"),
 ]
 
 

@@ -33,9 +33,11 @@ provider can observe them like any other object.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
 UUID = "aigateway.envoyproxy.io/uuid"
@@ -167,6 +169,9 @@ class Workload:
     # The second each current replica was created.
     started: list[int] = field(default_factory=list)
     generation: int = 1
+    # What the server has loaded: what its `GET /v1/models` lists, and the only models it
+    # answers (any other gets 404, as vLLM answers "The model does not exist").
+    loaded: tuple[str, ...] = ()
 
     def available(self, now: int) -> int:
         return sum(now >= t + POD_START_SECONDS for t in self.started)
@@ -196,10 +201,12 @@ class Traffic:
     unavailable: int = 0
     # 503 from behind the gateway: the model's server has no available replica.
     no_backend: int = 0
+    # 404 from behind the gateway: the model's server has another model loaded.
+    not_loaded: int = 0
 
     @property
     def failed(self) -> int:
-        return self.errors_500 + self.not_found + self.unavailable + self.no_backend
+        return self.errors_500 + self.not_found + self.unavailable + self.no_backend + self.not_loaded
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,8 @@ class World:
         # Model servers, and which one serves each model.
         self.workloads: dict[tuple[str, str], Workload] = {}
         self.model_workload: dict[str, tuple[str, str]] = {}
+        # A model server's host name (its Service) -> its workload.
+        self.hosts: dict[str, tuple[str, str]] = {}
         # Faults: AIGatewayRoutes rejected, Gateways whose listener is broken.
         self.rejected: set[Key] = set()
         self.broken_listeners: set[tuple[str, str]] = set()
@@ -255,6 +264,15 @@ class World:
             new["status"] = {}
         self.objects[key] = new
         self.changed.add(key)
+
+    def compose(self, key: Key, obj: dict[str, Any]) -> None:
+        """Crossplane's apply of a composed resource it writes itself: the spec as desired, the
+        status as its controller last wrote it."""
+        old = self.objects.get(key)
+        new = dict(obj)
+        if old is not None and "status" in old:
+            new["status"] = old["status"]
+        self.put(key, new)
 
     def put(self, key: Key, obj: dict[str, Any]) -> None:
         """Store an object as its controller wrote it (an InferenceGateway, by Crossplane)."""
@@ -505,11 +523,29 @@ class World:
             return True
         return False
 
-    def serve_model(self, model: str, namespace: str, name: str) -> None:
-        """A model server for the model: one replica, starting now."""
-        self.workloads[(namespace, name)] = Workload(namespace, name, 1, [self.now])
+    def serve_model(self, model: str, namespace: str, name: str, host: str) -> None:
+        """A model server for the model, reached at `host`: one replica, starting now."""
+        self.workloads[(namespace, name)] = Workload(namespace, name, 1, [self.now], loaded=(model,))
         self.model_workload[model] = (namespace, name)
+        self.hosts[host] = (namespace, name)
         self.changed.add(("Deployment", namespace, name))
+
+    def load(self, namespace: str, name: str, models: tuple[str, ...]) -> None:
+        """The server swaps what it has loaded (nothing in the API says so)."""
+        self.workloads[(namespace, name)].loaded = models
+
+    def get_url(self, url: str) -> tuple[int, str] | None:
+        """A GET of a model server's URL, as a probe sends it: (status, body), or None where
+        nothing answers (no such host, or no replica available: connection refused)."""
+        parts = urlsplit(url)
+        server = self.workloads.get(self.hosts.get(parts.hostname or "", ("", "")))
+        if server is None or server.available(self.now) == 0:
+            return None
+        if parts.path != "/v1/models":
+            return 404, '{"detail": "Not Found"}'
+        return 200, json.dumps(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in server.loaded]}
+        )
 
     def scale_workload(self, namespace: str, name: str, replicas: int) -> None:
         workload = self.workloads[(namespace, name)]
@@ -519,8 +555,9 @@ class World:
         self.changed.add(("Deployment", namespace, name))
 
     def model_server_down(self, model: str) -> bool:
+        """The model's server cannot answer it: no replica available, or another model loaded."""
         server = self.workloads.get(self.model_workload.get(model, ("", "")))
-        return server is not None and server.available(self.now) == 0
+        return server is not None and (server.available(self.now) == 0 or model not in server.loaded)
 
     def crash_pods(self, gateway: tuple[str, str], seconds: int) -> None:
         """Every Envoy pod of the gateway crashes and is not ready again for `seconds`."""
@@ -561,6 +598,8 @@ class World:
             traffic.requests += 1
             if routed and server is not None and server.available(self.now) == 0:
                 traffic.no_backend += 1  # the route works; nothing behind it answers
+            elif routed and server is not None and model not in server.loaded:
+                traffic.not_loaded += 1  # the server answers 404: it has another model loaded
             elif not routed:
                 traffic.not_found += 1  # no route matches: Envoy answers before any filter
             elif not pod.sidecar:
