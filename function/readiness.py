@@ -192,7 +192,7 @@ def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
         if isinstance(e, Mapping)
         and isinstance(e.get("fieldsV1"), Mapping)
         and "f:spec" in e["fieldsV1"]
-        and (t := _timestamp(e.get("time"))) is not None
+        and (t := timestamp(e.get("time"))) is not None
     ]
     return max(times) if times else None
 
@@ -200,7 +200,7 @@ def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
 def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> datetime | None:
     """When the target's condition of that type was last written, as its controller stamped it."""
     found = condition(observed_manifest(obj), condition_type)
-    return _timestamp(found.get("lastTransitionTime")) if found is not None else None
+    return timestamp(found.get("lastTransitionTime")) if found is not None else None
 
 
 def policy_accepted_at(obj: Mapping[str, Any] | None) -> datetime | None:
@@ -220,10 +220,11 @@ def _accepted_stamp(holder: Mapping[str, Any]) -> datetime | None:
     found = condition({"status": holder}, "Accepted")
     if found is None or found.get("status") != "True":
         return None
-    return _timestamp(found.get("lastTransitionTime"))
+    return timestamp(found.get("lastTransitionTime"))
 
 
-def _timestamp(stamp: Any) -> datetime | None:
+def timestamp(stamp: Any) -> datetime | None:
+    """A Kubernetes time (RFC 3339) as a datetime; None for anything else."""
     if not isinstance(stamp, str):
         return None
     try:

@@ -1599,3 +1599,68 @@ def test_envoy_answers_the_health_check_only_when_asked(name: str, path: str | N
     # A field of the ClientTrafficPolicy the gateway already has: no resource added.
     assert set(rsp.resources) == ALL_NAMES
     assert _manifest(rsp, CLIENT_TRAFFIC_POLICY)["spec"].get("healthCheck") == want, name
+
+
+# --- caller auth turned off: callers still told to send a key until Envoy drops the check ---
+
+
+def _stamp(seconds_ago: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+AUTH_REMOVAL_CASES = [
+    ("auth just turned off: callers are told to send a key, from now", {"header": "authorization"}, 0, True),
+    ("5 s after auth was turned off: still told", {"header": "authorization", "removedAt": 5}, 5, True),
+    ("14 s after: still told", {"header": "x-api-key", "removedAt": 14}, 14, True),
+    (
+        "16 s after: Envoy has dropped the check, nothing told",
+        {"header": "authorization", "removedAt": 16},
+        16,
+        False,
+    ),
+    (
+        "a removal stamped ahead of our clock counts from now",
+        {"header": "authorization", "removedAt": -600},
+        0,
+        True,
+    ),
+    ("auth never on: nothing told", None, 0, False),
+    ("a header that is no string is nothing to tell", {"header": 7}, 0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "previous", "ago", "told"), AUTH_REMOVAL_CASES, ids=[c[0] for c in AUTH_REMOVAL_CASES]
+)
+def test_callers_are_told_to_send_a_key_until_envoy_has_dropped_the_check(
+    name: str, previous: dict[str, Any] | None, ago: float, told: bool
+) -> None:
+    """Found on the real data plane (fresh-clone CI of e1479f1): with auth turned off, status said no
+    key was needed while Envoy still answered keyless requests 401."""
+    xr = copy.deepcopy(XR)
+    if previous is not None:
+        published = dict(previous)
+        if "removedAt" in published:
+            published["removedAt"] = _stamp(published["removedAt"])
+        xr["status"] = {"gateway": {"callerAuth": published}}
+    rsp = compose(xr, GATEWAY_INPUT, observed_state("ready"))
+    got = rsp.status["gateway"].get("callerAuth")
+    if not told:
+        assert got is None, name
+        return
+    assert got["header"] == previous["header"], name
+    since = datetime.fromisoformat(got["removedAt"])
+    assert abs((datetime.now(UTC) - since).total_seconds() - ago) <= 1, name
+    # Called again when the bound has passed, so the key stops being asked for on time.
+    next_call = rsp.next_call()
+    assert next_call is not None
+    assert abs(next_call.total_seconds() - (16 - ago)) <= 1.5, (name, next_call)
+    # Requests with a key are served either way: GatewayReady is not held for it.
+    assert said(rsp, "GatewayReady").ready, name
+
+
+def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
+    xr = copy.deepcopy(AUTH_XR)
+    xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(3)}}}
+    rsp = compose(xr, GATEWAY_INPUT, _policy_accepted_ago(60))
+    assert rsp.status["gateway"]["callerAuth"] == {"header": "authorization"}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import http.client
 import http.server
 import io
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from http import HTTPStatus
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,6 +33,7 @@ from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor
 from tests.real.report import Report
+from tests.real.upstreams import Upstream
 from tests.real.versions import CROSSPLANE_OLDEST, Component
 
 XR = {"apiVersion": "ai.example.org/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "gw"}}
@@ -1103,3 +1107,31 @@ def test_a_probe_over_tls_sends_the_listeners_host_name_as_sni_and_host(tmp_path
         server.server_close()
     assert ans.status == 200
     assert seen == {"sni": "ai.example.com", "host": "ai.example.com"}
+
+
+def test_a_killed_model_server_resets_its_connections_and_comes_back_on_its_port() -> None:
+    """Envoy keeps connections to a backend alive: a kill that left them open would serve on."""
+    server = Upstream("killed", "openai", models=["m"]).start()
+    port = server.port
+    try:
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+        kept.request("GET", "/v1/models")
+        assert kept.getresponse().read()
+        server.kill()
+
+        def ask_again() -> None:
+            kept.request("GET", "/v1/models")
+            kept.getresponse()
+
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            ask_again()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        server.revive()
+        assert server.port == port
+        server.delay_s = 0.3
+        started = time.monotonic()
+        assert prober.request(port, "GET", "/v1/models", None, {}).status == HTTPStatus.OK
+        assert time.monotonic() - started >= 0.3
+    finally:
+        server.stop()

@@ -55,7 +55,7 @@ from function.gateway.plan import (
     held_deployment,
     moved_from,
 )
-from function.gateway.verdict import auth_loaded_in, derive_verdict, published_status, settle
+from function.gateway.verdict import auth_loaded_in, auth_removed_in, derive_verdict, published_status, settle
 from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, keep_observed
 from function.upstream import ACCEPTED, PROGRAMMED
@@ -189,7 +189,12 @@ def compose(
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None
     verdict = derive_verdict(plan, observed, previous)
-    status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous))
+    status = published_status(
+        plan,
+        observed,
+        settle(plan, verdict, observed.get(OBSERVER), previous),
+        readiness.get_path(xr, "status", "gateway", "callerAuth"),
+    )
     outcome = Outcome(
         resources=build_objects(plan)
         | {
@@ -205,7 +210,14 @@ def compose(
         },
         status=status,
         verdict=verdict,
-        ttl=auth_loaded_in(plan, verdict, observed),
+        ttl=min(
+            (
+                t
+                for t in (auth_loaded_in(plan, verdict, observed), auth_removed_in(plan, status["gateway"]))
+                if t
+            ),
+            default=None,
+        ),
     )
     # Only caller auth, turned off in the spec, may leave; anything else
     # observed and not composed now is kept.

@@ -26,6 +26,14 @@ from function.upstream import ACCEPTED, PROGRAMMED
 # was refused (401) in the second after the SecurityPolicy turned Accepted.
 AUTH_PUSH_BOUND = timedelta(seconds=5)
 
+# Caller auth turned off: until the SecurityPolicy's deletion reaches Envoy
+# (Crossplane deletes its Object, provider-kubernetes the policy, Envoy Gateway
+# translates and pushes), Envoy still answers a request without a key 401. So
+# the gateway keeps telling callers to send one for this long (the fresh-clone
+# CI of e1479f1 counted 401s 5 s after auth was turned off, while the status
+# said no key was needed).
+AUTH_REMOVAL_BOUND = timedelta(seconds=15)
+
 
 def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
     plan: GatewayPlan, observer: Mapping[str, Any] | None, settled_template: str | None
@@ -183,6 +191,33 @@ def auth_loaded_in(
     return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
 
 
+def caller_auth(plan: GatewayPlan, previous: Any) -> dict[str, str] | None:
+    """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
+    and for AUTH_REMOVAL_BOUND after auth is turned off (`removedAt`, first published then). A key
+    sent where none is needed is still served; one missing where Envoy checks is refused."""
+    auth = plan.spec.auth.api_keys
+    if auth is not None:
+        return {"header": auth.header}
+    header = previous.get("header") if isinstance(previous, Mapping) else None
+    if not isinstance(header, str):
+        return None
+    since = readiness.timestamp(previous.get("removedAt"))
+    if since is None or since > plan.now:
+        since = plan.now
+    if plan.now - since >= AUTH_REMOVAL_BOUND:
+        return None
+    return {"header": header, "removedAt": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelta | None:
+    """While callers are still told to send a key after auth is off: how soon to stop telling them."""
+    since = readiness.timestamp(readiness.get_path(published, "callerAuth", "removedAt"))
+    if since is None:
+        return None
+    # Second precision in the stamp: a second more, so the next call finds the bound passed.
+    return since + AUTH_REMOVAL_BOUND - plan.now + timedelta(seconds=1)
+
+
 def listener_url(listener: Listener, address: str, port: int | None) -> str | None:
     """Where clients reach a listener on `port`, or None where no URL would be right.
 
@@ -222,7 +257,10 @@ def client_port(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) ->
 
 
 def published_status(
-    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None
+    plan: GatewayPlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    settled_template: str | None,
+    previous_auth: Any = None,
 ) -> dict[str, Any]:
     """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
     gateway: dict[str, Any] = {
@@ -232,10 +270,10 @@ def published_status(
         # Routes from other namespaces read it: with Same, Envoy Gateway refuses them.
         "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
-    auth = plan.spec.auth.api_keys
+    # Routes tell their callers that a key is needed, and in which header.
+    auth = caller_auth(plan, previous_auth)
     if auth is not None:
-        # Routes tell their callers that a key is needed, and in which header.
-        gateway["callerAuth"] = {"header": auth.header}
+        gateway["callerAuth"] = auth
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
         values: list[str] = [

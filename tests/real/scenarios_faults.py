@@ -26,8 +26,9 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 
 from tests.real.costs import answered, request_totals
 from tests.real.crossplane import FUNCTION_REPLICA_IPS, FUNCTION_REVISION, FUNCTION_SERVICE
@@ -37,6 +38,7 @@ from tests.real.harness import (
     OBJECT_API,
     POD_HTTP_LISTENER,
     ROUTE,
+    VLLM_PORT,
     XR_API,
     Env,
     Report,
@@ -46,8 +48,10 @@ from tests.real.harness import (
     route_doc_one_backend,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import DETECTION_S, chat, decided, said
+from tests.real.prober import DETECTION_S, Answer, chat, decided, said
 from tests.real.processes import Process, free_port, port_open
+from tests.real.scenarios_models import WATCH_PATH_S, poll_s
+from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
 # The components whose conditions stop moving while they are down: the
@@ -588,6 +592,112 @@ def function_down_while_a_model_stops(env: Env, r: Report) -> None:
     _check_kept(env, r, before, _object_deletes(env) - deletes)
 
 
+# A model server of its own for the backend faults, on the example backend's host: killing the
+# shared one would fail the other scenarios' routes, which check no model and cannot know.
+OWN_SERVER_PORT = VLLM_PORT + 1
+OWN_MODEL = "faults/own-model"
+OWN_ROUTE = (ROUTE[0], "own-server")
+# The server slowed by this much: well inside the prober's 5 s and provider-http's 5 s probe timeout.
+SLOWED_S = 2.0
+
+
+@contextlib.contextmanager
+def _own_server(env: Env) -> Iterator[Upstream]:
+    """A ModelRoute whose one backend is a server of its own that lists its model, checked with
+    failureThreshold 1 (the first refused probe says it), serving when this yields."""
+    server = Upstream("own", "openai", host="0.0.0.0", bind_port=OWN_SERVER_PORT, models=[OWN_MODEL]).start()
+    backends = route_doc_one_backend()["spec"]["backends"]
+    backends[0]["endpoint"] = {**backends[0]["endpoint"], "port": OWN_SERVER_PORT}
+    backends[0]["modelCheck"] = {"failureThreshold": 1}
+    try:
+        env.kube.apply(model_route_doc(OWN_ROUTE, OWN_MODEL, backends))
+        wait(
+            "the route to its own server serving",
+            lambda: said(env.route(*OWN_ROUTE) or {}, "RoutingReady")[0],
+            CONVERGE_S,
+        )
+        yield server
+    finally:
+        server.stop()
+        env.kube.delete(XR_API, "ModelRoute", OWN_ROUTE[1], OWN_ROUTE[0])
+        wait("the route to its own server gone", lambda: env.route(*OWN_ROUTE) is None, CONVERGE_S)
+
+
+def backend_killed(env: Env, r: Report) -> None:
+    """Issue #28: a model's server killed (its connections reset, its port refusing), then back.
+    Envoy answers every request 503 at once; only provider-http's next probe can see it, so the
+    route must say False within a poll and the watch path, and True again within as much once the
+    server is back. Nothing composed is lost."""
+    r.fault = True
+    bound = poll_s() + WATCH_PATH_S
+    with _own_server(env) as server:
+        before = _settled(env)
+        deletes = _object_deletes(env)
+        env.prober.fault(detection_s=bound)
+        server.kill()
+        killed = time.time()
+        wait(
+            "RoutingReady False for the killed server",
+            lambda: not said(env.route(*OWN_ROUTE) or {}, "RoutingReady")[0],
+            bound,
+            interval=0.1,
+        )
+        said_false = condition(env.route(*OWN_ROUTE), "RoutingReady")
+        down_in = time.time() - killed
+        answer = chat(env.plane.gateway_port(GATEWAY[0], GATEWAY[1]), OWN_MODEL)
+        env.prober.fault(detection_s=bound)
+        server.revive()
+        back = time.time()
+        wait(
+            "RoutingReady True with the server back",
+            lambda: said(env.route(*OWN_ROUTE) or {}, "RoutingReady")[0],
+            bound,
+        )
+        r.recovery = time.time() - back
+        r.lags += [down_in, r.recovery]
+        r.notes.append(
+            f"the model's server killed: requests answered {answer.status}, RoutingReady False "
+            f"({said_false.get('reason')}) {down_in:.0f} s later, True {r.recovery:.0f} s after it was back "
+            f"(bound {bound:.0f} s: provider-http --poll {poll_s():.0f} s and the watch path)"
+        )
+        _check_kept(env, r, before, _object_deletes(env) - deletes)
+
+
+def backend_slowed(env: Env, r: Report) -> None:
+    """Issue #28: a model's server slowed by SLOWED_S, then not. Its requests still succeed, later:
+    RoutingReady must stay True (a slow server serves), across a probe of the slowed server too,
+    and every request the prober sends meanwhile is judged."""
+    r.fault = True
+    with _own_server(env) as server:
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        quick = _timed(lambda: chat(port, OWN_MODEL))
+        server.delay_s = SLOWED_S
+        slowed = time.time()
+        said_values: set[bool] = set()
+        answers: list[tuple[float, int]] = []
+        # Past one probe of the slowed server and the watch path: any flip would show.
+        while time.time() - slowed < poll_s() + WATCH_PATH_S:
+            took, answer = _timed(lambda: chat(port, OWN_MODEL))
+            answers.append((took, answer.status))
+            said_values.add(said(env.route(*OWN_ROUTE) or {}, "RoutingReady")[0])
+        server.delay_s = 0.0
+        assert said_values == {True}, f"RoutingReady moved while the slowed server served: {said_values}"
+        assert all(status == HTTPStatus.OK for _, status in answers), answers
+        r.recovery = 0.0
+        slowest = max(t for t, _ in answers)
+        r.notes.append(
+            f"the model's server slowed by {SLOWED_S:.0f} s: {len(answers)} requests all answered 200 in "
+            f"{min(t for t, _ in answers):.1f} to {slowest:.1f} s (before: {quick[0]:.2f} s); RoutingReady "
+            "stayed True across a probe of the slowed server"
+        )
+
+
+def _timed(ask: Callable[[], Answer]) -> tuple[float, Answer]:
+    start = time.monotonic()
+    answer = ask()
+    return time.monotonic() - start, answer
+
+
 FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("function_killed", Fault("function", "kill", 20, "rollout")),
     _scenario("function_hung", Fault("function", "hang", 30, "rollout")),
@@ -608,4 +718,6 @@ FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("etcd_killed", Fault("etcd", "kill", OUTAGE_S, "rollout")),
     _scenario("envoy_killed", Fault("pod/envoy", "kill", 0, "traffic")),
     _scenario("extproc_killed", Fault("pod/ai-gateway-extproc", "kill", 0, "traffic")),
+    backend_killed,
+    backend_slowed,
 ]

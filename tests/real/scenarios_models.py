@@ -28,7 +28,7 @@ QWEN = "Qwen/Qwen2.5-32B-Instruct"
 ROUTES = {MISTRAL: "swap-mistral", QWEN: "swap-qwen"}
 
 
-def _poll_s() -> float:
+def poll_s() -> float:
     """provider-http's --poll as the shipped install manifest sets it."""
     poll = next(
         a.removeprefix("--poll=") for a in runtime_args("provider-http.yaml") if a.startswith("--poll=")
@@ -66,7 +66,7 @@ def _told(env: Env, loaded: list[str]) -> bool:
 
 
 def model_swapped(env: Env, r: Report) -> None:
-    bound = _poll_s() + WATCH_PATH_S
+    bound = poll_s() + WATCH_PATH_S
     env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTE[0]}})
     # The models earlier scenarios' routes (without a modelCheck), in any namespace, send to this
     # server: it keeps them loaded, so only the swapped models change (CI: the example route's
@@ -108,7 +108,7 @@ def model_swapped(env: Env, r: Report) -> None:
         r.notes.append(
             f"the server swapped Mistral to Qwen, to nothing, to Mistral: both routes told the truth "
             f"{', '.join(f'{t:.0f} s' for t in took)} after each swap (bound {bound:.0f} s: provider-http "
-            f"--poll {_poll_s():.0f} s and the watch path); a route for a model the server has not loaded "
+            f"--poll {poll_s():.0f} s and the watch path); a route for a model the server has not loaded "
             "says ModelNotLoaded"
         )
     finally:

@@ -10,9 +10,12 @@ client side can tell too.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -56,8 +59,12 @@ class Upstream:
     # refuses any other model (404 "The model ... does not exist"); None: it answers any model
     # and lists none.
     models: list[str] | None = None
+    # Seconds every answer waits (a slowed server: a long prompt queue, a GPU shared).
+    delay_s: float = 0.0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Connections open now (Envoy keeps them alive): a killed server's are reset with it.
+    _open: set[socket.socket] = field(default_factory=set)
 
     @property
     def port(self) -> int:
@@ -70,6 +77,16 @@ class Upstream:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                with upstream._lock:
+                    upstream._open.add(self.connection)
+
+            def finish(self) -> None:
+                with upstream._lock:
+                    upstream._open.discard(self.connection)
+                super().finish()
+
             def log_message(self, *_: Any) -> None:  # quiet: the checks read `seen`
                 return
 
@@ -81,6 +98,7 @@ class Upstream:
                 except ValueError:
                     body = {}
                 model = body.get("model") if isinstance(body, dict) else None
+                time.sleep(upstream.delay_s)
                 if upstream.down:
                     self._answer(503, {"error": {"message": f"{upstream.name} has no ready replica"}})
                     return
@@ -97,6 +115,7 @@ class Upstream:
                 self._answer(200, upstream.answer(model))
 
             def do_GET(self) -> None:
+                time.sleep(upstream.delay_s)
                 loaded = upstream.models
                 if self.path == "/v1/models" and loaded is not None:
                     self._answer(
@@ -121,6 +140,23 @@ class Upstream:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def kill(self) -> None:
+        """The server's process gone: its open connections reset, its port refusing connections
+        until `revive`."""
+        self.bind_port = self.port
+        self.stop()
+        self._server = None
+        with self._lock:
+            conns, self._open = list(self._open), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def revive(self) -> None:
+        """Started again on the port it had."""
+        self.start()
 
     def answer(self, model: str | None) -> dict[str, Any]:
         text = f"answered by {self.name}"
