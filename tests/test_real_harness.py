@@ -1135,3 +1135,31 @@ def test_a_killed_model_server_resets_its_connections_and_comes_back_on_its_port
         assert time.monotonic() - started >= 0.3
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("caller_auth", "subjects"),
+    [
+        (
+            {"required": True, "header": "authorization"},
+            {"route t/r", "route t/r keyless", "route t/r wrong key"},
+        ),
+        (
+            {"required": True, "header": "authorization", "removedAt": "2026-12-04T15:00:00Z"},
+            {"route t/r"},
+        ),
+        ({"required": False}, {"route t/r"}),
+    ],
+    ids=[
+        "a route that needs a key is also asked without one, which must be refused",
+        "a route whose gateway turned auth off is asked with a key only: keyless may go either way",
+        "a route that needs no key is asked without one",
+    ],
+)
+def test_the_prober_asks_without_a_key_only_where_one_must_be_refused(
+    caller_auth: dict[str, Any], subjects: set[str]
+) -> None:
+    kube = _FakeKube({"serving": {"ready": True}}, {"serving": {"ready": True}, "callerAuth": caller_auth})
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=lambda: {"authorization": "k"})  # type: ignore[arg-type]
+    p._probe(1)
+    assert {s.subject for s in p.samples if s.subject.startswith("route")} == subjects

@@ -161,6 +161,18 @@ def test_caller_auth_published_without_a_header_means_envoy_gateways_default() -
     assert status["callerAuth"] == {"required": True, "header": "authorization"}
 
 
+def test_auth_being_turned_off_still_asks_for_a_key_and_says_since_when() -> None:
+    """Envoy checks keys until the SecurityPolicy's deletion reaches it: callers keep sending one."""
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["gateway"]["callerAuth"] = {"header": "authorization", "removedAt": "2026-12-04T15:00:00Z"}
+    status = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(gw)).desired_status()
+    assert status["callerAuth"] == {
+        "required": True,
+        "header": "authorization",
+        "removedAt": "2026-12-04T15:00:00Z",
+    }
+
+
 EXEMPTION_DROPPED_CASES = [
     ("an older exemption is dropped on a gateway with caller auth", gw_required(READY_AUTH_GW)),
     ("an older exemption is dropped on a gateway without caller auth", gw_required(READY_GW)),

@@ -408,4 +408,8 @@ def published_status(plan: RoutePlan, view: GatewayView) -> dict[str, Any]:
         status["callerAuth"] = (
             {"required": True, "header": auth.header} if auth is not None else {"required": False}
         )
+        if auth is not None and auth.removed_at is not None:
+            # Turned off on the gateway: a key is asked for until Envoy drops the check; a
+            # request without one may be refused or served meanwhile.
+            status["callerAuth"]["removedAt"] = auth.removed_at
     return status

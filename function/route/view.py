@@ -27,9 +27,11 @@ GATEWAY_REQUIREMENT = "inference-gateway"
 
 @dataclass(frozen=True)
 class CallerAuth:
-    """The gateway's caller auth, as it publishes it: the header callers send their key in."""
+    """The gateway's caller auth, as it publishes it: the header callers send their key in, and
+    when auth was turned off if it was (a key is still asked for until Envoy drops the check)."""
 
     header: str
+    removed_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,10 @@ def read_caller_auth(status: Any) -> CallerAuth | None:
     raw = readiness.get_path(status, "callerAuth")
     if raw is None:
         return None
-    return CallerAuth(_str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER)
+    return CallerAuth(
+        _str(readiness.get_path(raw, "header")) or DEFAULT_KEY_HEADER,
+        _str(readiness.get_path(raw, "removedAt")),
+    )
 
 
 def gateway_requirements(
