@@ -121,6 +121,20 @@ def drain(env: Env, r: Report) -> None:
     r.notes.append(f"{samples} samples over 20 s, both conditions True throughout")
 
 
+def _tls_secret(env: Env, name: str, host: str, ca: str) -> None:
+    """A listener's certificate Secret in the gateway's namespace: a leaf for `host` from a CA of its own."""
+    cert, key = CA(ca).leaf(host, sans=(host,))
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": GATEWAY[0]},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
+        }
+    )
+
+
 def _real_listener(env: Env, name: str) -> dict[str, Any] | None:
     """The real Gateway's Programmed condition of one listener, as Envoy Gateway reports it."""
     real = env.kube.get("gateway.networking.k8s.io/v1", "Gateway", GATEWAY[1], GATEWAY[0]) or {}
@@ -162,16 +176,7 @@ def listener_not_programmed(env: Env, r: Report) -> None:
     # The attach listener Conflicted: HTTPS beside it on its port (the Gateway API CRD allows it;
     # Envoy Gateway marks both ProtocolConflict). A listener only counts in the conflict once its
     # certificate resolves, so the Secret comes first.
-    cert, key = CA("fgr-listener-ca").leaf("inference.example.com", sans=("inference.example.com",))
-    env.kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "gw-tls", "namespace": GATEWAY[0]},
-            "type": "kubernetes.io/tls",
-            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
-        }
-    )
+    _tls_secret(env, "gw-tls", "inference.example.com", "fgr-listener-ca")
     env.prober.fault()
     set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}])
     gateway_follows(env, r, "ListenerNotProgrammed")
@@ -238,16 +243,7 @@ def https_only(env: Env, r: Report) -> None:
     the prober follows the first listener, so its requests go over TLS by the listener's host name.
     Then back: the redirect's HTTPRoute is removed, and the route serves over HTTP again."""
     host = "inference.example.com"
-    cert, key = CA("fgr-https-only-ca").leaf(host, sans=(host,))
-    env.kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "inference-tls", "namespace": GATEWAY[0]},
-            "type": "kubernetes.io/tls",
-            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
-        }
-    )
+    _tls_secret(env, "inference-tls", host, "fgr-https-only-ca")
     https = {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": host}
     https["tls"] = {"certificateRefs": [{"name": "inference-tls"}]}
     http = {"name": "http", "protocol": "HTTP", "port": 80}

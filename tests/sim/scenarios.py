@@ -103,34 +103,33 @@ class AcceptanceOnly(Ablation):
         rsp.desired.composite.ready = fnv1.READY_TRUE if accepted else fnv1.READY_FALSE
 
 
-class IgnoreWorkloads(Ablation):
+class _ReasonCalledAvailable(Ablation):
+    """RoutingReady True (Available) wherever the function said `reason`: the check behind it taken away."""
+
+    reason = ""
+
+    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
+        if xr.kind != "ModelRoute":
+            return
+        for c in rsp.conditions:
+            if c.type == "RoutingReady" and c.reason == self.reason:
+                c.status = fnv1.STATUS_CONDITION_TRUE
+                c.reason = "Available"
+                rsp.desired.composite.ready = fnv1.READY_TRUE
+
+
+class IgnoreWorkloads(_ReasonCalledAvailable):
     """(d) RoutingReady as if no backend named its workload (today's upstream behaviour)."""
 
     name = "(d) ignore workloads"
-
-    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
-        if xr.kind != "ModelRoute":
-            return
-        for c in rsp.conditions:
-            if c.type == "RoutingReady" and c.reason == "BackendNotServing":
-                c.status = fnv1.STATUS_CONDITION_TRUE
-                c.reason = "Available"
-                rsp.desired.composite.ready = fnv1.READY_TRUE
+    reason = "BackendNotServing"
 
 
-class NoModelCheck(Ablation):
+class NoModelCheck(_ReasonCalledAvailable):
     """(e) RoutingReady as if no backend checked its loaded model (a workload Available is enough)."""
 
     name = "(e) no model check"
-
-    def after(self, xr: XR, rsp: fnv1.RunFunctionResponse, crossplane: Crossplane) -> None:  # noqa: ARG002
-        if xr.kind != "ModelRoute":
-            return
-        for c in rsp.conditions:
-            if c.type == "RoutingReady" and c.reason == "ModelNotLoaded":
-                c.status = fnv1.STATUS_CONDITION_TRUE
-                c.reason = "Available"
-                rsp.desired.composite.ready = fnv1.READY_TRUE
+    reason = "ModelNotLoaded"
 
 
 class WithholdRoutes(Ablation):
