@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -196,9 +195,12 @@ class PodDisruptionBudget(Model):
         return self
 
 
-def https_listener(listeners: Sequence[Listener]) -> Listener | None:
-    """The first HTTPS listener: where a redirecting HTTP listener sends its clients."""
-    return next((listener for listener in listeners if listener.protocol == "HTTPS"), None)
+# An absolute URL path without query or fragment, in the ASCII RFC 3986 allows
+# (the API server's Go regexp and Python's must agree on every character).
+URLPath = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")]
+# The first path segments under which Envoy AI Gateway v1.1.0 serves (OpenAI's
+# /v1/..., /tokenize, Cohere's /cohere/..., Anthropic's /anthropic/...).
+AI_PATH_SEGMENTS = ("v1", "tokenize", "cohere", "anthropic")
 
 
 def _default_listeners() -> list[Listener]:
@@ -407,9 +409,7 @@ class InferenceGatewaySpec(Model):
     # Envoy's own health_check filter (ClientTrafficPolicy healthCheck): it answers
     # before any route is chosen, so it says the proxy is up and taking
     # connections, and turns 503 when Envoy drains (docs/operations.md).
-    health_check_path: Annotated[str, Field(min_length=2, max_length=1024, pattern=r"^/[^\s?#]*$")] | None = (
-        None
-    )
+    health_check_path: URLPath | None = None
     """A path Envoy itself answers on every listener, for an edge or geo-DNS check: 200 while this proxy
     takes connections, 503 once it drains. It says nothing about any model (each ModelRoute's RoutingReady
     does). Off when unset."""
@@ -449,14 +449,37 @@ class InferenceGatewaySpec(Model):
             raise ValueError(
                 "the combination of port, protocol and hostname must be unique for each listener"
             )
-        if listeners[0].https_redirect:
+        # A redirect sends clients where the models are: ModelRoutes attach to the first listener only.
+        if any(listener.https_redirect for listener in listeners) and listeners[0].protocol != "HTTPS":
             raise ValueError(
-                "the first listener, where ModelRoutes attach, cannot redirect (httpsRedirect); "
-                "put the HTTPS listener first"
+                "httpsRedirect sends clients to the first listener, where ModelRoutes attach: "
+                "it must be HTTPS"
             )
-        if any(listener.https_redirect for listener in listeners) and https_listener(listeners) is None:
-            raise ValueError("httpsRedirect needs an HTTPS listener on the gateway to redirect to")
         return listeners
+
+    @model_validator(mode="after")
+    def _redirect_reaches_clients(self) -> InferenceGatewaySpec:
+        # The redirect would name the listener's port; NodePort clients use another.
+        if self.redirecting and self.envoy.service_type is ServiceType.NODE_PORT:
+            raise ValueError(
+                "listeners: httpsRedirect cannot name the node port NodePort clients use; "
+                "use LoadBalancer or ClusterIP, or redirect in front of the gateway"
+            )
+        return self
+
+    @field_validator("health_check_path")
+    @classmethod
+    def _not_a_model_path(cls, value: str | None) -> str | None:
+        # Envoy's health check answers its path before any route: on a path Envoy AI
+        # Gateway serves (its ext-proc's, v1.1.0 cmd/extproc/mainlib/main.go), every
+        # request would get an empty 200 while RoutingReady says True.
+        if value is not None and value.split("/")[1] in AI_PATH_SEGMENTS:
+            raise ValueError(
+                f"{value} is under a path Envoy AI Gateway serves "
+                f"({', '.join('/' + p for p in AI_PATH_SEGMENTS)}): "
+                "its requests would get the health check's 200"
+            )
+        return value
 
 
 # --- ModelRoute ---------------------------------------------------------------
@@ -656,7 +679,7 @@ class ModelCheck(Model):
     """The id /v1/models must list, compared exactly (case-sensitive, no aliases). Default: the name sent to
     this backend (modelNameOverride, else the route's model).
     """
-    path: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^/[^\s?#]*$")] = "/v1/models"
+    path: URLPath = "/v1/models"
     """The path that lists the server's models (OpenAI's list-models endpoint; vLLM, SGLang, llama.cpp,
     Ollama and TGI answer it).
     """

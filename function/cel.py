@@ -20,7 +20,7 @@ what a query is waiting for; function/cel_check.py type-checks a user's query.
 from __future__ import annotations
 
 from function.api import AvailabilityPolicy
-from function.upstream import DEFAULT_EXTPROC_MARKER  # noqa: F401
+from function.upstream import ACCEPTED, DEFAULT_EXTPROC_MARKER  # noqa: F401
 
 
 def _has_path(root: str, path: str) -> str:
@@ -42,17 +42,26 @@ def condition_true_query(condition_type: str) -> str:
     )
 
 
+def _every_holder(holders: str, *condition_types: str) -> str:
+    """`status.<holders>` lists one holder at least, and each has every condition type True."""
+    var = holders[0]
+    conditions = " && ".join(
+        f"{var}.conditions.exists(c, has(c.type) && c.type == '{typ}' && has(c.status) && c.status == 'True')"
+        for typ in condition_types
+    )
+    return (
+        f"{_has_path('object', f'status.{holders}')} && size(object.status.{holders}) > 0 && "
+        f"object.status.{holders}.all({var}, has({var}.conditions) && {conditions})"
+    )
+
+
 def policy_accepted_query() -> str:
     """True when an Envoy Gateway policy is Accepted by every ancestor it names, and by one at least.
 
     Policies report per ancestor (`status.ancestors[].conditions`), not in
     `status.conditions`.
     """
-    return (
-        f"{_has_path('object', 'status.ancestors')} && size(object.status.ancestors) > 0 && "
-        "object.status.ancestors.all(a, has(a.conditions) && a.conditions.exists(c, has(c.type) "
-        "&& c.type == 'Accepted' && has(c.status) && c.status == 'True'))"
-    )
+    return _every_holder("ancestors", ACCEPTED)
 
 
 def route_accepted_query() -> str:
@@ -63,14 +72,7 @@ def route_accepted_query() -> str:
     that does not resolve leaves it Accepted and ResolvedRefs False, and Envoy
     answers its requests 500.
     """
-    accepted, resolved = (
-        f"p.conditions.exists(c, has(c.type) && c.type == '{typ}' && has(c.status) && c.status == 'True')"
-        for typ in ("Accepted", "ResolvedRefs")
-    )
-    return (
-        f"{_has_path('object', 'status.parents')} && size(object.status.parents) > 0 && "
-        f"object.status.parents.all(p, has(p.conditions) && {accepted} && {resolved})"
-    )
+    return _every_holder("parents", ACCEPTED, "ResolvedRefs")
 
 
 def node_port_query(port: int) -> str:

@@ -93,6 +93,17 @@ def target_ref(api_version: str, kind: str, name: str, namespace: str) -> dict[s
     }
 
 
+def gateway_ref(name: str, *, namespace: str | None = None, section: str | None = None) -> dict[str, Any]:
+    """A Gateway API Gateway as a route's parentRef or a policy's targetRef: in `namespace` when it is
+    another than the referrer's, on one listener (`section`) or all of them."""
+    ref: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name}
+    if namespace is not None:
+        ref["namespace"] = namespace
+    if section is not None:
+        ref["sectionName"] = section
+    return ref
+
+
 @dataclass(frozen=True)
 class Target:
     """Where an existing Object's manifest points."""

@@ -149,18 +149,37 @@ KNOWN_BAD = [
             (
                 "on the first listener, where ModelRoutes attach",
                 [{"name": "http", "httpsRedirect": True}, HTTPS_LISTENER],
-                "the first listener, where ModelRoutes attach, cannot redirect",
+                "httpsRedirect sends clients to the first listener",
             ),
             (
-                "with no HTTPS listener to go to",
-                [{"name": "a"}, {"name": "b", "port": 8080, "httpsRedirect": True}],
-                "httpsRedirect needs an HTTPS listener on the gateway to redirect to",
+                "to an HTTPS listener that is not where the models are",
+                [{"name": "a"}, HTTPS_LISTENER, {"name": "b", "port": 8080, "httpsRedirect": True}],
+                "httpsRedirect sends clients to the first listener",
             ),
             (
                 "from an HTTPS listener",
-                [{"name": "a"}, {**HTTPS_LISTENER, "httpsRedirect": True}],
+                [HTTPS_LISTENER, {**HTTPS_LISTENER, "name": "b", "port": 8443, "httpsRedirect": True}],
                 "an HTTPS listener cannot redirect to HTTPS",
             ),
+        )
+    ],
+    Bad(
+        "a redirect to HTTPS behind a NodePort Service",
+        changed(
+            changed(
+                AUTH_GATEWAY, ("spec", "listeners"), [HTTPS_LISTENER, {"name": "http", "httpsRedirect": True}]
+            ),
+            ("spec", "envoy"),
+            {"serviceType": "NodePort"},
+        ),
+        "httpsRedirect cannot name the node port NodePort clients use",
+    ),
+    *[
+        Bad(f"a health check path {name}", changed(AUTH_GATEWAY, ("spec", "healthCheckPath"), path), message)
+        for name, path, message in (
+            ("under the models' paths", "/v1/chat/completions", "under a path Envoy AI Gateway serves"),
+            ("equal to a models' path segment", "/anthropic", "under a path Envoy AI Gateway serves"),
+            ("with a character outside ASCII", "/a\u00a0b", "does not match"),
         )
     ],
     *[

@@ -118,30 +118,66 @@ BAD = [
         "spec.listeners[0]: an HTTPS listener needs tls.certificateRefs",
         id="HTTPS without certificates",
     ),
-    pytest.param(
-        with_spec(GW_XR, listeners=[{"name": "http", "httpsRedirect": True}, HTTPS_LISTENER]),
-        GATEWAY_INPUT,
-        "spec.listeners: the first listener, where ModelRoutes attach, cannot redirect (httpsRedirect)",
-        id="a redirect on the listener the models are served on",
-    ),
-    pytest.param(
-        with_spec(GW_XR, listeners=[{"name": "a"}, {"name": "b", "port": 8080, "httpsRedirect": True}]),
-        GATEWAY_INPUT,
-        "spec.listeners: httpsRedirect needs an HTTPS listener on the gateway to redirect to",
-        id="a redirect to HTTPS on a gateway without HTTPS",
-    ),
-    pytest.param(
-        with_spec(GW_XR, listeners=[{"name": "a"}, {**HTTPS_LISTENER, "httpsRedirect": True}]),
-        GATEWAY_INPUT,
-        "spec.listeners[1]: an HTTPS listener cannot redirect to HTTPS",
-        id="an HTTPS listener redirecting to itself",
-    ),
-    pytest.param(
-        with_spec(GW_XR, healthCheckPath="healthz"),
-        GATEWAY_INPUT,
-        "spec.healthCheckPath: String should match pattern",
-        id="a health check path that is not a path",
-    ),
+    *[
+        pytest.param(with_spec(GW_XR, **spec), GATEWAY_INPUT, message, id=name)
+        for name, spec, message in (
+            (
+                "a redirect on the listener the models are served on",
+                {"listeners": [{"name": "http", "httpsRedirect": True}, HTTPS_LISTENER]},
+                "spec.listeners: httpsRedirect sends clients to the first listener, where ModelRoutes attach: "
+                "it must be HTTPS",
+            ),
+            (
+                "a redirect to an HTTPS listener that is not where the models are",
+                {
+                    "listeners": [
+                        {"name": "a"},
+                        HTTPS_LISTENER,
+                        {"name": "b", "port": 8080, "httpsRedirect": True},
+                    ]
+                },
+                "spec.listeners: httpsRedirect sends clients to the first listener",
+            ),
+            (
+                "a redirect to HTTPS on a gateway without HTTPS",
+                {"listeners": [{"name": "a"}, {"name": "b", "port": 8080, "httpsRedirect": True}]},
+                "spec.listeners: httpsRedirect sends clients to the first listener",
+            ),
+            (
+                "an HTTPS listener redirecting to itself",
+                {
+                    "listeners": [
+                        HTTPS_LISTENER,
+                        {**HTTPS_LISTENER, "name": "b", "port": 8443, "httpsRedirect": True},
+                    ]
+                },
+                "spec.listeners[1]: an HTTPS listener cannot redirect to HTTPS",
+            ),
+            (
+                "a redirect behind a NodePort Service, whose clients use another port",
+                {
+                    "listeners": [HTTPS_LISTENER, {"name": "http", "httpsRedirect": True}],
+                    "envoy": {"serviceType": "NodePort"},
+                },
+                "listeners: httpsRedirect cannot name the node port NodePort clients use",
+            ),
+            (
+                "a health check path that is not a path",
+                {"healthCheckPath": "healthz"},
+                "spec.healthCheckPath:",
+            ),
+            (
+                "a health check path that would answer the models' requests",
+                {"healthCheckPath": "/v1/chat/completions"},
+                "spec.healthCheckPath: /v1/chat/completions is under a path Envoy AI Gateway serves",
+            ),
+            (
+                "a health check path with a character the API server's pattern refuses",
+                {"healthCheckPath": "/a\u00a0b"},
+                "spec.healthCheckPath: String should match pattern",
+            ),
+        )
+    ],
     pytest.param(
         {
             "apiVersion": "ai.example.org/v1alpha1",

@@ -1532,11 +1532,19 @@ def test_a_redirecting_listener_gets_an_https_redirect_and_no_ai_route() -> None
                 "sectionName": "http",
             }
         ],
-        # Port 443: Gateway API's default for https, so none is named.
+        # Port 443: Gateway API's default for https, so none is named; the host is the listener's,
+        # which takes TLS for that name only.
         "rules": [
             {
                 "filters": [
-                    {"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}
+                    {
+                        "type": "RequestRedirect",
+                        "requestRedirect": {
+                            "scheme": "https",
+                            "statusCode": 301,
+                            "hostname": "inference.example.com",
+                        },
+                    }
                 ]
             }
         ],
@@ -1560,15 +1568,53 @@ def test_a_gateway_without_a_redirect_keeps_its_anchor_on_every_listener() -> No
     ]
 
 
-def test_the_redirect_names_the_https_port_when_it_is_not_443() -> None:
+REDIRECT_CASES = [
+    (
+        "the listener's host name and port 443: the host named, no port",
+        {},
+        {"hostname": "inference.example.com"},
+    ),
+    (
+        "a port other than 443 is named",
+        {"port": 8443},
+        {"hostname": "inference.example.com", "port": 8443},
+    ),
+    ("no host name: the request's host is kept", {"hostname": None}, {}),
+    ("a wildcard host name names no host: the request's is kept", {"hostname": "*.example.com"}, {}),
+]
+
+
+@pytest.mark.parametrize(("name", "first", "want"), REDIRECT_CASES, ids=[c[0] for c in REDIRECT_CASES])
+def test_the_redirect_sends_clients_to_the_first_listener(
+    name: str, first: dict[str, Any], want: dict[str, Any]
+) -> None:
     xr = copy.deepcopy(HTTPS_XR)
-    xr["spec"]["listeners"][0]["port"] = 8443
+    xr["spec"]["listeners"][0] = {
+        k: v for k, v in (xr["spec"]["listeners"][0] | first).items() if v is not None
+    }
     redirect = _manifest(compose(xr, GATEWAY_INPUT, {}), HTTPS_REDIRECT)
     assert redirect["spec"]["rules"][0]["filters"][0]["requestRedirect"] == {
         "scheme": "https",
         "statusCode": 301,
-        "port": 8443,
-    }
+        **want,
+    }, name
+
+
+def test_the_anchor_names_every_listener_but_the_redirecting_ones() -> None:
+    xr = copy.deepcopy(HTTPS_XR)
+    xr["spec"]["listeners"] += [
+        {"name": "plain", "port": 8080},
+        {"name": "http-alt", "port": 8081, "httpsRedirect": True},
+    ]
+    rsp = compose(xr, GATEWAY_INPUT, {})
+    assert [p["sectionName"] for p in _manifest(rsp, "anchor-route")["spec"]["parentRefs"]] == [
+        "https",
+        "plain",
+    ]
+    assert [p["sectionName"] for p in _manifest(rsp, HTTPS_REDIRECT)["spec"]["parentRefs"]] == [
+        "http",
+        "http-alt",
+    ]
 
 
 def test_a_redirect_turned_off_is_removed_and_one_still_asked_for_is_never_dropped() -> None:
@@ -1611,7 +1657,7 @@ def _stamp(seconds_ago: float) -> str:
 AUTH_REMOVAL_CASES = [
     ("auth just turned off: callers are told to send a key, from now", {"header": "authorization"}, 0, True),
     ("5 s after auth was turned off: still told", {"header": "authorization", "removedAt": 5}, 5, True),
-    ("14 s after: still told", {"header": "x-api-key", "removedAt": 14}, 14, True),
+    ("12 s after: still told", {"header": "x-api-key", "removedAt": 12}, 12, True),
     (
         "16 s after: Envoy has dropped the check, nothing told",
         {"header": "authorization", "removedAt": 16},

@@ -20,7 +20,6 @@ from function.model_check import ProbeState, judge
 from tests.sim import provider_http
 from tests.sim.__main__ import grpc_function, report, run_all
 from tests.sim.control import Ablation, RunFunction
-from tests.sim.provider_http import POLL_SECONDS
 from tests.sim.scenarios import (
     LAG_BOUND_SECONDS,
     REAL,
@@ -126,7 +125,6 @@ def test_what_each_ablation_breaks(results: dict[tuple[str, str], Metrics]) -> N
     checked = results[(swapped, REAL.name)]
     assert checked.lying_seconds == 0
     assert checked.failed > 0  # the model did fail: the condition said so
-    assert BOUND[swapped] == LAG_BOUND_SECONDS + POLL_SECONDS  # the rule bends only by a poll
     withheld = results[("an Envoy upgrade rollout", "(c) withhold routes")]
     assert withheld.gc_deletions > 0
     assert any(v.startswith("invariant 3 ") for v in withheld.violations)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from function.gateway.plan import GatewayPlan
-from function.objects import target_ref
+from function.objects import gateway_ref, target_ref
 from function.upstream import MODEL_HEADER
 
 
@@ -26,17 +26,14 @@ def build_anchor(plan: GatewayPlan) -> dict[str, Any]:
         plan.anchor_name,
         plan.namespace,
     )
-    gateway = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}
     listeners = plan.spec.listeners
     manifest["spec"] = {
         # Every listener, but one that redirects to HTTPS: there the catch-all 404
         # rule Envoy AI Gateway adds to the anchor's HTTPRoute would tie with the
         # redirect's, and the older route (the anchor) wins a tie.
-        "parentRefs": [gateway]
+        "parentRefs": [gateway_ref(plan.gateway_name)]
         if not plan.spec.redirecting
-        else [
-            {**gateway, "sectionName": listener.name} for listener in listeners if not listener.https_redirect
-        ],
+        else [gateway_ref(plan.gateway_name, section=it.name) for it in listeners if not it.https_redirect],
         # One rule with a header match (a rule without matches would become a
         # catch-all `/` prefix) and no backendRefs: it exists only to keep the
         # Gateway's route count above zero.

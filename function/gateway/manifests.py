@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.api import APIKeyAuth, DeploymentNaming, Listener, SpreadPolicy, https_listener
+from function.api import APIKeyAuth, DeploymentNaming, Listener, SpreadPolicy
 from function.gateway.plan import GatewayPlan
-from function.objects import target_ref
+from function.objects import gateway_ref, target_ref
 from function.upstream import TOKEN_METADATA_NAMESPACE, TOKEN_USAGE_COSTS
 
 # Where Gateway API sends an https redirect that names no port.
@@ -121,7 +121,7 @@ def build_security_policy(plan: GatewayPlan, auth: APIKeyAuth) -> dict[str, Any]
     if auth.forward_client_id_header is not None:
         api_key["forwardClientIDHeader"] = auth.forward_client_id_header
     manifest["spec"] = {
-        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
+        "targetRefs": [gateway_ref(plan.gateway_name)],
         "apiKeyAuth": api_key,
     }
     return manifest
@@ -135,7 +135,7 @@ def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
         plan.namespace,
     )
     manifest["spec"] = {
-        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": plan.gateway_name}],
+        "targetRefs": [gateway_ref(plan.gateway_name)],
         "connection": {"bufferLimit": plan.spec.request_buffer_limit},
     }
     if plan.spec.health_check_path is not None:
@@ -144,16 +144,20 @@ def build_client_traffic_policy(plan: GatewayPlan) -> dict[str, Any]:
 
 
 def build_https_redirect(plan: GatewayPlan) -> dict[str, Any]:
-    """An HTTPRoute on each redirecting listener: every request answered 301 to HTTPS, same host and path.
+    """An HTTPRoute on each redirecting listener: every request answered 301 to the first listener
+    (HTTPS, where ModelRoutes attach), same path.
 
     Envoy answers it itself (a route redirect): Envoy AI Gateway's ext-proc is
     enabled only on the routes it generates (v1.1.0 internal/extensionserver/
     post_translate_modify.go), and no AI route attaches to these listeners
     (the anchor names the others), so its catch-all 404 cannot win here.
     """
-    target = https_listener(plan.spec.listeners)
-    assert target is not None  # the spec's validation: a redirect needs an HTTPS listener
+    target = plan.spec.listeners[0]
     redirect: dict[str, Any] = {"scheme": "https", "statusCode": 301}
+    # An HTTPS listener with a host name takes TLS for that name only: a client that came by
+    # address must be sent to the name. A wildcard names no host: the request's is kept.
+    if target.hostname is not None and not target.hostname.startswith("*"):
+        redirect["hostname"] = target.hostname
     # Gateway API: with the scheme set and no port, the redirect goes to 443.
     if target.port != HTTPS_PORT:
         redirect["port"] = target.port
@@ -162,13 +166,7 @@ def build_https_redirect(plan: GatewayPlan) -> dict[str, Any]:
     )
     manifest["spec"] = {
         "parentRefs": [
-            {
-                "group": "gateway.networking.k8s.io",
-                "kind": "Gateway",
-                "name": plan.gateway_name,
-                "sectionName": listener.name,
-            }
-            for listener in plan.spec.redirecting
+            gateway_ref(plan.gateway_name, section=listener.name) for listener in plan.spec.redirecting
         ],
         "rules": [{"filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}],
     }

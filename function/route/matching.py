@@ -5,21 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from function.api import Backend
-from function.objects import target_ref
+from function.objects import gateway_ref, target_ref
 from function.route.plan import RoutePlan
 from function.route.view import Attachment
 from function.upstream import MODEL_HEADER, TOKEN_USAGE_COSTS
 
 
 def build_route(plan: RoutePlan, attachment: Attachment) -> dict[str, Any]:
-    parent: dict[str, Any] = {
-        "group": "gateway.networking.k8s.io",
-        "kind": "Gateway",
-        "name": attachment.name,
-        "namespace": attachment.namespace,
-    }
-    if attachment.listener is not None:
-        parent["sectionName"] = attachment.listener
+    parent = gateway_ref(attachment.name, namespace=attachment.namespace, section=attachment.listener)
     rule: dict[str, Any] = {
         # Exactly the model header: this is what `/v1/models` lists.
         "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": plan.model}]}],

@@ -334,18 +334,15 @@ class Prober:
             port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]), to.port)
             ask = functools.partial(chat, port, model, tls=to.tls, hostname=to.hostname)
             subject = f"route {meta['namespace']}/{meta['name']}"
-            if caller.get("required") and caller.get("removedAt"):
-                # Auth turned off on the gateway: a key is still sent, as told; a keyless request
-                # may be refused or served until Envoy drops the check, and judges nothing.
+            if caller.get("required"):
                 header = str(caller.get("header") or "authorization")
                 key = keys.get(header)
                 add(subject, ask({header: f"Bearer {key}"} if key else {}), ready)
-            elif caller.get("required"):
-                header = str(caller.get("header") or "authorization")
-                key = keys.get(header)
-                add(subject, ask({header: f"Bearer {key}"} if key else {}), ready)
-                add(f"{subject} keyless", ask(), ready, refused=True)
-                add(f"{subject} wrong key", ask({header: "Bearer not-a-key"}), ready, refused=True)
+                # Auth turned off on the gateway (removedAt): a request without a key may be
+                # refused or served until Envoy drops the check, and judges nothing.
+                if not caller.get("removedAt"):
+                    add(f"{subject} keyless", ask(), ready, refused=True)
+                    add(f"{subject} wrong key", ask({header: "Bearer not-a-key"}), ready, refused=True)
             else:
                 add(subject, ask(), ready)
 

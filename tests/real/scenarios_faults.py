@@ -618,9 +618,10 @@ def _own_server(env: Env) -> Iterator[Upstream]:
         )
         yield server
     finally:
-        server.stop()
+        # The route first: its requests are judged while it exists, and its server must answer them.
         env.kube.delete(XR_API, "ModelRoute", OWN_ROUTE[1], OWN_ROUTE[0])
         wait("the route to its own server gone", lambda: env.route(*OWN_ROUTE) is None, CONVERGE_S)
+        server.stop()
 
 
 def backend_killed(env: Env, r: Report) -> None:
@@ -645,6 +646,8 @@ def backend_killed(env: Env, r: Report) -> None:
         said_false = condition(env.route(*OWN_ROUTE), "RoutingReady")
         down_in = time.time() - killed
         answer = chat(env.plane.gateway_port(GATEWAY[0], GATEWAY[1]), OWN_MODEL)
+        # Envoy has no answer for it: no healthy upstream, or the connection reset.
+        assert answer.status == HTTPStatus.SERVICE_UNAVAILABLE, answer
         env.prober.fault(detection_s=bound)
         server.revive()
         back = time.time()

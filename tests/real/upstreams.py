@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import sys
 import threading
 import time
@@ -151,6 +152,9 @@ class Upstream:
             conns, self._open = list(self._open), set()
         for conn in conns:
             with contextlib.suppress(OSError):
+                # Linger 0: what still arrives is answered with a reset, as for a killed process's
+                # sockets; shutdown acts on the socket now (close waits for the handler's files).
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
 
