@@ -709,6 +709,13 @@ FAULTS: list[Callable[[Env, Report], None]] = [
     ),
     function_replica_killed,
     function_down_while_a_model_stops,
+    # Before the API server and etcd go down: Envoy Gateway v1.8.3 lost its leader lease in
+    # etcd_killed and stopped reconciling without exiting (internal/provider/runner/runner.go
+    # logs the provider's error and goes on), so a route created after it was never Accepted
+    # (fresh-clone CI of b2d9fc7). The harness has no liveness probe to restart it as a kubelet
+    # would (docs/testing.md).
+    backend_killed,
+    backend_slowed,
     _scenario("crossplane_killed", Fault("crossplane", "kill", OUTAGE_S, "route added")),
     _scenario("provider_killed", Fault("provider-kubernetes", "kill", OUTAGE_S, "rollout")),
     _scenario("envoy_gateway_killed", Fault("envoy-gateway", "kill", OUTAGE_S, "route added")),
@@ -721,6 +728,4 @@ FAULTS: list[Callable[[Env, Report], None]] = [
     _scenario("etcd_killed", Fault("etcd", "kill", OUTAGE_S, "rollout")),
     _scenario("envoy_killed", Fault("pod/envoy", "kill", 0, "traffic")),
     _scenario("extproc_killed", Fault("pod/ai-gateway-extproc", "kill", 0, "traffic")),
-    backend_killed,
-    backend_slowed,
 ]
