@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -27,7 +28,13 @@ from function.gateway.plan import (
     SERVING_RECORD,
     GatewayPlan,
 )
-from function.gateway.verdict import client_port, listener_url
+from function.gateway.verdict import (
+    AUTH_REMOVAL_BOUND,
+    auth_removed_in,
+    caller_auth,
+    client_port,
+    listener_url,
+)
 from function.naming import pinned_deployment_name, unique_name
 from function.outcome import Outcome
 from tests.support import (
@@ -1710,3 +1717,18 @@ def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(3)}}}
     rsp = compose(xr, GATEWAY_INPUT, _policy_accepted_ago(60))
     assert rsp.status["gateway"]["callerAuth"] == {"header": "authorization"}
+
+
+def test_the_key_is_asked_for_exactly_until_the_bound_and_the_next_call_lands_then() -> None:
+    """At the bound to the second the key stops being asked for; one second before, it still is; the
+    call after auth is turned off comes back the bound and one second later, never two."""
+    stamp = datetime(2026, 12, 4, 15, 0, 0, tzinfo=UTC)
+    previous = {"header": "authorization", "removedAt": "2026-12-04T15:00:00Z"}
+    at = dataclasses.replace(plan(), now=stamp + AUTH_REMOVAL_BOUND)
+    assert caller_auth(at, previous) is None
+    before = dataclasses.replace(plan(), now=stamp + AUTH_REMOVAL_BOUND - timedelta(seconds=1))
+    assert caller_auth(before, previous) == previous
+    first = dataclasses.replace(plan(), now=stamp)
+    published = caller_auth(first, {"header": "authorization"})
+    assert published == previous
+    assert auth_removed_in(first, {"callerAuth": published}) == AUTH_REMOVAL_BOUND + timedelta(seconds=1)
