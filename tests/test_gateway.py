@@ -1703,11 +1703,12 @@ def test_callers_are_told_to_send_a_key_until_envoy_has_dropped_the_check(
         return
     assert got["header"] == previous["header"], name
     since = datetime.fromisoformat(got["removedAt"])
-    assert abs((datetime.now(UTC) - since).total_seconds() - ago) <= 1, name
+    # The stamp has whole seconds, and a moment passes between it and the check.
+    assert 0 <= (datetime.now(UTC) - since).total_seconds() - ago < 2, name
     # Called again when the bound has passed, so the key stops being asked for on time.
     next_call = rsp.next_call()
     assert next_call is not None
-    assert abs(next_call.total_seconds() - (16 - ago)) <= 1.5, (name, next_call)
+    assert 14 - ago < next_call.total_seconds() <= 16 - ago, (name, next_call)
     # Requests with a key are served either way: GatewayReady is not held for it.
     assert said(rsp, "GatewayReady").ready, name
 
