@@ -598,6 +598,18 @@ def ai_gateway_upgraded(env: Env, r: Report) -> None:
         ),
         CONVERGE_S,
     )
+    # The new Composition is a new CompositionRevision, written into the XR's spec: its generation
+    # moves, and a decision about the one before says nothing (the prober's rule). Judged from the
+    # function's first decision about the current spec (ci49 sampled before it and failed).
+    wait(
+        "the gateway's decision about its current spec",
+        lambda: (
+            (g := env.gateway()) is not None
+            and (g.get("status") or {}).get("serving", {}).get("observedGeneration")
+            == g["metadata"]["generation"]
+        ),
+        CONVERGE_S,
+    )
     samples, until = 0, time.monotonic() + 20
     while time.monotonic() < until:
         gw = env.gateway()
