@@ -728,16 +728,31 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
         40.0,
         {"function": 2.0, "kube-apiserver": 40.0, "crossplane": 10.0},
         Counter({"APPLY objects": 1000, "GET modelroutes": 200}),
+        {"function": 80.0, "crossplane": 300.0},
     )
     rollout = costs.between("rollout", reading, after, 100, calls_made=400, transitions=2)
-    creation = costs.between("creation", reading, costs.Reading(150.0, {}, Counter()), 100, calls_made=0)
-    line = report.scale_line(100, [float(s) for s in range(1, 101)], 9.0, creation, rollout)
-    assert line == (
+    created = costs.Reading(150.0, {}, Counter(), {"function": 70.4, "crossplane": 250.6})
+    creation = costs.between("creation", reading, created, 100, calls_made=0)
+    record = report.scale_record(100, [float(s) for s in range(1, 101)], 9.0, creation, rollout, objects=400)
+    assert record["rollout"]["memory_mb"] == {"function": 80.0, "crossplane": 300.0}
+    assert record["objects_per_route"] == 4
+    assert report.scale_line(record) == (
         "scale: N=100 routes on one gateway: all false within p50 50 s, p99 99 s, max 100 s; "
         "all true again within 9 s of the gateway; all true after creation in 150 s (150 s per 100 routes); "
         "function calls per route per transition 2.0; API requests per route per transition 6 (5 writes); "
-        "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0"
+        "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0; "
+        "resident MB with the routes created: function 70, crossplane 251"
     )
+
+
+def test_a_components_memory_is_its_sessions_resident_pages() -> None:
+    def stat(pid: int, session: int, rss_pages: int) -> str:
+        fields = ["S", "1", str(session), str(session)] + ["0"] * 17 + [str(rss_pages)] + ["0"] * 5
+        return f"{pid} (a (b) c) " + " ".join(fields)
+
+    stats = [stat(1, 100, 1000), stat(2, 100, 500), stat(3, 300, 7)]
+    assert costs.session_rss_mb(stats, 100, page_bytes=4096) == 1500 * 4096 / 1e6
+    assert costs.session_rss_mb(stats, 999, page_bytes=4096) == 0.0
 
 
 def _call(at: float, xr: str, ready: bool) -> costs.Call:

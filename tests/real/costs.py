@@ -53,6 +53,17 @@ def session_cpu(stats: Iterable[str], session: int, ticks_per_s: float) -> float
     return seconds
 
 
+def session_rss_mb(stats: Iterable[str], session: int, page_bytes: int) -> float:
+    """Resident memory in MB of every process in a session now, from /proc/<pid>/stat texts
+    (field 24, rss, in pages)."""
+    pages = 0
+    for stat in stats:
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == session:
+            pages += int(fields[21])
+    return pages * page_bytes / 1e6
+
+
 # The SDK's console renderer (what the function writes when its output is not JSON): colour
 # codes, then `<RFC 3339 time> [info     ] composed  condition='<Type>=<Status> (<Reason>)' ...
 # xr='<Kind> <namespace>/<name>'`.
@@ -132,6 +143,7 @@ class Reading:
     at: float
     cpu: dict[str, float]
     requests: Counter[str]
+    memory_mb: dict[str, float] = field(default_factory=dict)  # resident, per component, at `at`
 
 
 @dataclass
@@ -145,7 +157,7 @@ class Phase:
     requests: Counter[str]
     calls: int
     transitions: int = 1  # a rollout is two: the gateway goes not ready, then ready again
-    extra: list[str] = field(default_factory=list)
+    memory_mb: dict[str, float] = field(default_factory=dict)  # resident at the phase's end
 
     def per_route(self, n: float) -> float:
         return n / self.routes / self.transitions
@@ -179,6 +191,7 @@ def between(
         requests=after.requests - before.requests,
         calls=calls_made,
         transitions=transitions,
+        memory_mb=dict(after.memory_mb),
     )
 
 
@@ -192,6 +205,7 @@ class Meter:
         self._metrics = metrics
         self._function_log = function_log
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
+        self._page_bytes = os.sysconf("SC_PAGE_SIZE")
 
     def read(self) -> Reading:
         stats = []
@@ -200,8 +214,10 @@ class Meter:
                 stats.append(Path(f"/proc/{pid}/stat").read_text())
             except OSError:
                 continue  # gone since the listing
-        cpu = {name: session_cpu(stats, sid, self._ticks) for name, sid in self._sessions().items()}
-        return Reading(time.time(), cpu, request_totals(self._metrics()))
+        sessions = self._sessions()
+        cpu = {name: session_cpu(stats, sid, self._ticks) for name, sid in sessions.items()}
+        memory = {name: session_rss_mb(stats, sid, self._page_bytes) for name, sid in sessions.items()}
+        return Reading(time.time(), cpu, request_totals(self._metrics()), memory)
 
     def calls(self, kind: str, since: float, until: float) -> int:
         return calls(self._function_log.read_text(errors="replace"), kind, since, until)

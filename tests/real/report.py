@@ -125,21 +125,58 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def scale_line(n: int, follow: list[float], back: float, creation: Phase, rollout: Phase) -> str:
-    """Issue #31's one line: how fast N routes followed their gateway through a rollout, and what
-    each route cost per gateway transition (a rollout is two), as measured in that run."""
-    cpu = ", ".join(
-        f"{name.removeprefix('kube-')} {100 * rollout.per_route(rollout.cpu.get(name, 0.0)):.1f}"
-        for name in NAMED
-    )
+def _phase_record(phase: Phase) -> dict[str, Any]:
+    """A phase's cost per route per transition (CPU per 100 routes), and memory at its end."""
+    return {
+        "seconds": round(phase.seconds, 1),
+        "transitions": phase.transitions,
+        "calls": round(phase.per_route(phase.calls), 2),
+        "requests": round(phase.per_route(sum(phase.requests.values())), 1),
+        "writes": round(phase.per_route(phase.writes()), 1),
+        "cpu_per_100": {name: round(100 * phase.per_route(phase.cpu.get(name, 0.0)), 2) for name in NAMED},
+        "memory_mb": {name: round(phase.memory_mb.get(name, 0.0), 1) for name in MEMORY_NAMED},
+    }
+
+
+# The components whose memory the scale line names: ours, and the one that caches every XR.
+MEMORY_NAMED = ("function", "crossplane")
+
+
+def scale_record(
+    n: int, follow: list[float], back: float, creation: Phase, rollout: Phase, *, objects: int
+) -> dict[str, Any]:
+    """Issue #31's figures of one scale run, as `make scale` writes them for tools/cost_model.py:
+    how fast N routes followed their gateway through a rollout (seconds into the gateway's outage
+    each route said False), and what creation and the rollout cost."""
+    return {
+        "routes": n,
+        "stack": versions_line(),
+        "objects_per_route": round(objects / n, 2),  # provider-kubernetes Objects the routes composed
+        "follow_s": {
+            "p50": percentile(follow, 50),
+            "p99": percentile(follow, 99),
+            "max": max(follow),
+        },
+        "back_s": round(back, 1),
+        "creation": _phase_record(creation),
+        "rollout": _phase_record(rollout),
+    }
+
+
+def scale_line(record: dict[str, Any]) -> str:
+    """Issue #31's one line, from a scale record."""
+    follow, creation, rollout = record["follow_s"], record["creation"], record["rollout"]
+    n = record["routes"]
+    cpu = ", ".join(f"{name.removeprefix('kube-')} {rollout['cpu_per_100'][name]:.1f}" for name in NAMED)
+    memory = ", ".join(f"{name} {creation['memory_mb'][name]:.0f}" for name in MEMORY_NAMED)
     return (
-        f"scale: N={n} routes on one gateway: all false within p50 {percentile(follow, 50):.0f} s, "
-        f"p99 {percentile(follow, 99):.0f} s, max {max(follow):.0f} s; all true again within "
-        f"{back:.0f} s of the gateway; all true after creation in {creation.seconds:.0f} s "
-        f"({100 * creation.seconds / n:.0f} s per 100 routes); function calls per route per transition "
-        f"{rollout.per_route(rollout.calls):.1f}; API requests per route per transition "
-        f"{rollout.per_route(sum(rollout.requests.values())):.0f} ({rollout.per_route(rollout.writes()):.0f} writes); "
-        f"cpu s per 100 routes per transition: {cpu}"
+        f"scale: N={n} routes on one gateway: all false within p50 {follow['p50']:.0f} s, "
+        f"p99 {follow['p99']:.0f} s, max {follow['max']:.0f} s; all true again within "
+        f"{record['back_s']:.0f} s of the gateway; all true after creation in {creation['seconds']:.0f} s "
+        f"({100 * creation['seconds'] / n:.0f} s per 100 routes); function calls per route per transition "
+        f"{rollout['calls']:.1f}; API requests per route per transition "
+        f"{rollout['requests']:.0f} ({rollout['writes']:.0f} writes); "
+        f"cpu s per 100 routes per transition: {cpu}; resident MB with the routes created: {memory}"
     )
 
 

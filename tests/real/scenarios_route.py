@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -44,8 +46,8 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
-from tests.real.report import scale_line
-from tests.support import EXAMPLES
+from tests.real.report import scale_line, scale_record
+from tests.support import EXAMPLES, ROOT
 
 
 def model_route(env: Env, r: Report) -> None:
@@ -705,12 +707,17 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
 
 # The number of ModelRoutes rollout_at_scale creates (FGR_ROUTES; make scale).
 SCALE_ROUTES = int(os.environ.get("FGR_ROUTES", "100"))
+# Where each scale run writes its figures (routes-<N>.json), which tools/cost_model.py fits.
+SCALE_OUT = Path(os.environ.get("FGR_SCALE_OUT", str(ROOT / "_output" / "scale")))
 # How late a route may learn that its gateway is not ready, at scale: each of
 # SCALE_ROUTES reconciles applies its composed resources before its status, on
 # one API server. Measured at 100 routes on 2 cores (docs/operations.md):
 # max 13 s with the gateway observer off (make scale), 19 to 22 s with it on;
 # a tripped circuit breaker (30 s half-open probes) would exceed it.
 SCALE_FOLLOW_BOUND_S = 20.0
+# Issue #31's goal for this machine: every route False within 5 s (p99) of its gateway, from the
+# API server's timestamps. It names N=300; CI runs N=100 and fails past it (make scale).
+SCALE_P99_GOAL_S = 5.0
 
 
 def rollout_at_scale(env: Env, r: Report) -> None:
@@ -741,7 +748,17 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     try:
         rollout, follow, back = _count_stale_truth(env, r, set(names), meter)
         r.notes.append(rollout.summary())
-        r.line = scale_line(SCALE_ROUTES, follow, back, creation, rollout)
+        objects = sum(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
+        record = scale_record(SCALE_ROUTES, follow, back, creation, rollout, objects=objects)
+        SCALE_OUT.mkdir(parents=True, exist_ok=True)
+        (SCALE_OUT / f"routes-{SCALE_ROUTES}.json").write_text(json.dumps(record, indent=2) + "\n")
+        r.line = scale_line(record)
+        # The gates come after the figures are written: make scale-curve fits them whatever N did.
+        assert record["follow_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
+        assert record["follow_s"]["p99"] <= SCALE_P99_GOAL_S, (
+            f"issue #31's goal: every route False within {SCALE_P99_GOAL_S:.0f} s (p99) of its gateway; "
+            f"{r.line}"
+        )
     finally:
         for name in names:
             env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
@@ -805,23 +822,30 @@ def _count_stale_truth(
     decided, condition_said = _Truth(), _Truth()
     down_since: float | None = None
     up_since: float | None = None
+    # The API server's timestamps of the outage: the gateway's GatewayReady=False and each route's
+    # RoutingReady=False lastTransitionTime (whole seconds), read when first seen False.
+    gateway_stamp: float | None = None
+    route_stamps: dict[str, float] = {}
     last = time.time()
     deadline = last + 600
     while time.time() < deadline:
         now = time.time()
         step, last = now - last, now
-        gw_ready, _ = said(env.gateway(), "GatewayReady")
-        routes = {
-            o["metadata"]["name"]: said(o, "RoutingReady")
-            for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0])
-            if o["metadata"]["name"] in names
-        }
+        gw = env.gateway()
+        gw_ready, _ = said(gw, "GatewayReady")
+        listed = [o for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0]) if o["metadata"]["name"] in names]
+        routes = {o["metadata"]["name"]: said(o, "RoutingReady") for o in listed}
         if not gw_ready:
             down_since = down_since or now
             up_since = None
             for name, (ready, condition_true) in routes.items():
                 decided.add(name, ready, step, now - down_since)
                 condition_said.add(name, condition_true, step, now - down_since)
+            gateway_stamp = gateway_stamp or _false_since(gw, "GatewayReady")
+            for o in listed:
+                since = _false_since(o, "RoutingReady")
+                if since is not None:
+                    route_stamps.setdefault(o["metadata"]["name"], since)
         elif down_since is not None:
             up_since = up_since or now
             if len(routes) == len(names) and all(d for d, _ in routes.values()):
@@ -863,5 +887,25 @@ def _count_stale_truth(
     # an older decision or condition back over a newer one: neither may say True again.
     assert not decided.true_again, r.notes[-1]
     assert not condition_said.true_again, r.notes[-1]
-    assert decided.slowest(names) <= SCALE_FOLLOW_BOUND_S, r.notes[-1]
-    return rollout, [decided.false_after.get(n, math.inf) for n in sorted(names)], last - up_since
+    return rollout, _follow(decided, route_stamps, gateway_stamp, names), last - up_since
+
+
+def _false_since(xr: dict[str, Any], typ: str) -> float | None:
+    """When the XR's condition of that type turned False, by its lastTransitionTime; None while it is not False."""
+    c = condition(xr, typ)
+    return ts(c["lastTransitionTime"]) if c.get("status") == "False" and c.get("lastTransitionTime") else None
+
+
+def _follow(
+    sampled: _Truth, stamps: dict[str, float], gateway_stamp: float | None, names: set[str]
+) -> list[float]:
+    """Seconds from the gateway's GatewayReady=False to each route's RoutingReady=False, from the
+    API server's timestamps (issue #31), where both were seen; else as sampled (inf: never False).
+    A route whose condition turned False before the gateway's own (it read the gateway's serving
+    record, written first in the same reconcile) followed it at once: 0."""
+    return [
+        max(0.0, stamps[n] - gateway_stamp)
+        if gateway_stamp is not None and n in stamps
+        else sampled.false_after.get(n, math.inf)
+        for n in sorted(names)
+    ]

@@ -1,0 +1,124 @@
+"""Issue #31's cost model: what N routes on one gateway cost, fitted to `make scale` runs.
+
+Each `make scale ROUTES=N` writes its figures to _output/scale/routes-N.json (the
+record of tests/real/report.py). This fits each figure to a straight line in N by
+least squares over the runs found, prints the measured points beside the fit, and
+what the fit says of 1,000 and 10,000 routes. A straight line is the kindest
+reading: where the measured points bend upwards (they do, on one machine whose
+CPU the API server saturates), the extrapolation is a floor, and the output says
+which figures bend.
+
+    python -m tools.cost_model [DIR]      # default _output/scale
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORECAST = (1_000, 10_000)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """y = intercept + slope * n, fitted to (n, y) points."""
+
+    intercept: float
+    slope: float
+    points: tuple[tuple[int, float], ...]
+
+    def at(self, n: float) -> float:
+        return self.intercept + self.slope * n
+
+    def bends_up(self) -> bool:
+        """Whether the largest run sits above the line through the others: a cost growing faster than N."""
+        if len(self.points) < 3:
+            return False
+        *rest, last = self.points
+        below = fit(rest)
+        return last[1] > below.at(last[0]) * 1.1
+
+
+def fit(points: Sequence[tuple[int, float]]) -> Fit:
+    """Least squares over the points; one point (or one N) gives a flat line through its mean."""
+    pts = tuple(sorted(points))
+    if not pts:
+        raise ValueError("no points to fit")
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx == 0:
+        return Fit(my, 0.0, pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    return Fit(my - slope * mx, slope, pts)
+
+
+# The figures the model fits: a name, how to read it from a record, and its unit.
+FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
+    ("provider-kubernetes Objects per route", lambda r: r["objects_per_route"], ""),
+    ("every route False after its gateway (p99)", lambda r: r["follow_s"]["p99"], "s"),
+    ("every route False after its gateway (max)", lambda r: r["follow_s"]["max"], "s"),
+    ("creation until every route True", lambda r: r["creation"]["seconds"], "s"),
+    ("function calls per route per transition", lambda r: r["rollout"]["calls"], ""),
+    ("API requests per route per transition", lambda r: r["rollout"]["requests"], ""),
+    ("API requests per route at creation", lambda r: r["creation"]["requests"], ""),
+    (
+        "API server CPU s per 100 routes per transition",
+        lambda r: r["rollout"]["cpu_per_100"]["kube-apiserver"],
+        "",
+    ),
+    (
+        "Crossplane CPU s per 100 routes per transition",
+        lambda r: r["rollout"]["cpu_per_100"]["crossplane"],
+        "",
+    ),
+    ("function CPU s per 100 routes per transition", lambda r: r["rollout"]["cpu_per_100"]["function"], ""),
+    ("function resident memory", lambda r: r["creation"]["memory_mb"]["function"], "MB"),
+    ("Crossplane resident memory", lambda r: r["creation"]["memory_mb"]["crossplane"], "MB"),
+)
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.2f}".rstrip("0").rstrip(".") if x % 1 else f"{x:.0f}"
+
+
+def model(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The cost model's lines: per figure the points, the fitted line and the forecasts."""
+    if not records:
+        return ["cost model: no scale runs found (make scale ROUTES=N writes them)"]
+    ns = sorted({r["routes"] for r in records})
+    lines = [
+        f"cost model: fitted to {len(records)} scale run(s) at N={', '.join(map(str, ns))} on "
+        f"{records[0].get('stack', 'an unnamed stack')}; a straight line in N (least squares), "
+        "a floor where the points bend upwards"
+    ]
+    for name, read, unit in FIGURES:
+        f = fit([(r["routes"], float(read(r))) for r in records])
+        points = ", ".join(f"N={x}: {_num(y)}" for x, y in f.points)
+        forecast = "; ".join(f"N={n:,}: {_num(f.at(n))}" for n in FORECAST)
+        suffix = f" {unit}" if unit else ""
+        bend = " (bends upwards: a floor)" if f.bends_up() else ""
+        lines.append(
+            f"  {name}{suffix}: measured {points}; fit {_num(f.intercept)} + {f.slope:.4g} per route"
+            f"{bend}; forecast {forecast}"
+        )
+    return lines
+
+
+def load(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("routes-*.json"))]
+
+
+def main(argv: Sequence[str]) -> int:
+    folder = Path(argv[0]) if argv else Path("_output/scale")
+    print("\n".join(model(load(folder))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
