@@ -52,6 +52,7 @@ def _record(n: int, p99: float) -> dict[str, Any]:
             "kube-apiserver": 15.0,
         },
         "memory_mb": {"function": 60.0 + 0.01 * n, "crossplane": 200.0 + 0.5 * n},
+        "conflicts": 0.5,
     }
     return {
         "routes": n,

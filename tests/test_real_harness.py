@@ -675,6 +675,10 @@ def test_the_api_servers_requests_are_counted_by_verb_and_resource_over_codes() 
     }
 
 
+def test_the_api_servers_conflicts_are_counted_apart() -> None:
+    assert costs.request_totals(METRICS, "409") == {"APPLY objects": 2}
+
+
 def _stat(pid: int, comm: str, session: int, *, utime: int, stime: int, cutime: int = 0) -> str:
     # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
     return f"{pid} ({comm}) S 1 {session} {session} 0 -1 0 0 0 0 0 {utime} {stime} {cutime} 0 20 0 1 0"

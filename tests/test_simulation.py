@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from function.model_check import ProbeState, judge
-from tests.sim import provider_http
+from tests.sim import provider_http, scale
 from tests.sim.__main__ import grpc_function, report, run_all
 from tests.sim.control import Ablation, RunFunction
 from tests.sim.scenarios import (
@@ -284,3 +284,35 @@ def test_the_function_reads_the_modelled_provider_http_as_it_reads_the_real_one(
     assert got.loaded is (
         want is ProbeState.LOADED or (want is ProbeState.PROBING_FAILED and answers[0] is LISTS_LLAMA)
     )
+
+
+# Issue #31: the simulation's Crossplane under load, beside make scale's real curve.
+SCALE_CASES = [
+    (
+        "with room to spare every route follows its gateway within the watch path, whatever N",
+        30,
+        None,
+        lambda p: max(p.follow) <= 3,
+    ),
+    (
+        "a bound on reconciles per second makes the last of N routes follow later",
+        30,
+        5,
+        lambda p: max(p.follow) >= 30 // 5,
+    ),
+    (
+        "a route settles in one call a reconcile once its requirements carry over, and its own "
+        "two status writes wake it twice",
+        5,
+        None,
+        lambda p: 3 <= p.calls_per_transition < 6,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "routes", "bound", "holds"), SCALE_CASES, ids=[c[0] for c in SCALE_CASES])
+def test_the_simulation_at_scale(
+    call: RunFunction, name: str, routes: int, bound: int | None, holds: Any
+) -> None:
+    point = scale.rollout_at_scale(call, routes, bound)
+    assert holds(point), (name, point.line())

@@ -67,6 +67,7 @@ FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
     ("function calls per route per transition", lambda r: r["rollout"]["calls"], ""),
     ("API requests per route per transition", lambda r: r["rollout"]["requests"], ""),
     ("API requests per route at creation", lambda r: r["creation"]["requests"], ""),
+    ("conflicts (409) per route at creation", lambda r: r["creation"]["conflicts"], ""),
     (
         "API server CPU s per 100 routes per transition",
         lambda r: r["rollout"]["cpu_per_100"]["kube-apiserver"],

@@ -28,12 +28,14 @@ WRITE_VERBS = frozenset({"APPLY", "CREATE", "POST", "PUT", "PATCH", "DELETE", "D
 NAMED = ("function", "crossplane", "provider-kubernetes", "kube-apiserver")
 
 
-def request_totals(metrics: str) -> Counter[str]:
-    """`apiserver_request_total` as "VERB resource[/subresource]" -> requests, summed over codes,
-    scopes and groups (a resource's name says its group well enough here)."""
+def request_totals(metrics: str, code: str | None = None) -> Counter[str]:
+    """`apiserver_request_total` as "VERB resource[/subresource]" -> requests, summed over codes
+    (or of one code), scopes and groups (a resource's name says its group well enough here)."""
     totals: Counter[str] = Counter()
     for labels, value in _REQUEST_TOTAL.findall(metrics):
         got = dict(_LABEL.findall(labels))
+        if code is not None and got.get("code") != code:
+            continue
         resource = got.get("resource") or "-"
         if got.get("subresource"):
             resource += "/" + got["subresource"]
@@ -144,6 +146,8 @@ class Reading:
     cpu: dict[str, float]
     requests: Counter[str]
     memory_mb: dict[str, float] = field(default_factory=dict)  # resident, per component, at `at`
+    # Requests the API server refused as conflicts (409): a write from a stale copy, retried.
+    conflicts: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -158,6 +162,7 @@ class Phase:
     calls: int
     transitions: int = 1  # a rollout is two: the gateway goes not ready, then ready again
     memory_mb: dict[str, float] = field(default_factory=dict)  # resident at the phase's end
+    conflicts: Counter[str] = field(default_factory=Counter)
 
     def per_route(self, n: float) -> float:
         return n / self.routes / self.transitions
@@ -172,11 +177,12 @@ class Phase:
             for name in NAMED
         )
         top = ", ".join(f"{key} {n}" for key, n in self.requests.most_common(4))
+        conflicts = ", ".join(f"{key} {n}" for key, n in self.conflicts.most_common(3)) or "none"
         return (
             f"{self.name} ({self.seconds:.0f} s, {self.transitions} transition(s)): per route per transition "
             f"{self.per_route(self.calls):.1f} function calls, {self.per_route(sum(self.requests.values())):.0f} "
             f"API requests ({self.per_route(self.writes()):.0f} writes); cpu s per 100 routes per transition: "
-            f"{cpu}; most requests: {top}"
+            f"{cpu}; most requests: {top}; conflicts (409): {conflicts}"
         )
 
 
@@ -192,6 +198,7 @@ def between(
         calls=calls_made,
         transitions=transitions,
         memory_mb=dict(after.memory_mb),
+        conflicts=after.conflicts - before.conflicts,
     )
 
 
@@ -217,7 +224,8 @@ class Meter:
         sessions = self._sessions()
         cpu = {name: session_cpu(stats, sid, self._ticks) for name, sid in sessions.items()}
         memory = {name: session_rss_mb(stats, sid, self._page_bytes) for name, sid in sessions.items()}
-        return Reading(time.time(), cpu, request_totals(self._metrics()), memory)
+        metrics = self._metrics()
+        return Reading(time.time(), cpu, request_totals(metrics), memory, request_totals(metrics, "409"))
 
     def calls(self, kind: str, since: float, until: float) -> int:
         return calls(self._function_log.read_text(errors="replace"), kind, since, until)

@@ -135,6 +135,7 @@ def _phase_record(phase: Phase) -> dict[str, Any]:
         "writes": round(phase.per_route(phase.writes()), 1),
         "cpu_per_100": {name: round(100 * phase.per_route(phase.cpu.get(name, 0.0)), 2) for name in NAMED},
         "memory_mb": {name: round(phase.memory_mb.get(name, 0.0), 1) for name in MEMORY_NAMED},
+        "conflicts": round(phase.per_route(sum(phase.conflicts.values())), 2),
     }
 
 

@@ -11,6 +11,7 @@ import grpc
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from tests.sim import scale
 from tests.sim.control import Ablation, RunFunction
 from tests.sim.scenarios import (
     REAL,
@@ -96,6 +97,7 @@ def main() -> int:
         results = run_all(call)
         steady = steady_cost(call)
         points = sweep(call)
+        at_scale = scale.curve(call)
     text, violations, caught, total = report(results, steady)
     print(text)
     for (scenario, variant), m in results.items():
@@ -109,6 +111,7 @@ def main() -> int:
         for name, got in p.caught.items():
             if not got:
                 print(f"  {p.constant}={p.value}: {name} not caught")
+    print(at_scale)
     swept = all(not p.real_violations and all(p.caught.values()) for p in points)
     return 0 if violations == 0 and caught == total and swept else 1
 

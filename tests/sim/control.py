@@ -49,6 +49,33 @@ WATCH_DELAY_SECONDS = 1
 RunFunction = Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse]
 
 
+@dataclass(frozen=True)
+class Throughput:
+    """How Crossplane's XR controllers behave when many XRs move at once (issue #31).
+
+    The default is the model the scenarios were written for: every due XR reconciled within the
+    second, required resources not watched (Crossplane v2.2), no wake from Crossplane's own writes.
+    """
+
+    # XR reconciles Crossplane gets through per second on the machine; the rest wait their turn,
+    # oldest first (None: unbounded). The API server's CPU is what bounds it on 2 cores.
+    reconciles_per_second: int | None = None
+    # Crossplane v2.4 watches what a function required: a change wakes the XRs that required it.
+    watch_required: bool = False
+    # Seconds after a reconcile that changed the XR's status at which its own writes wake it
+    # again: v2.4's watch on an XR has no predicate, and a changed status is written twice
+    # (server-side apply of the function's status, then Update of the conditions:
+    # composition_functions.go and reconciler.go), each an event of its own.
+    self_wakes: tuple[int, ...] = ()
+    # Crossplane v2.4 fetches what the function required in the XR's last reconcile before the
+    # first call (internal/xfn/required_resources.go, the dependency tracker): one call a
+    # reconcile while the requirements hold, where v2.2 calls twice.
+    carries_requirements: bool = False
+
+
+UNBOUNDED = Throughput()
+
+
 class Ablation:
     """A design element taken away: it may rewrite the request and the answer."""
 
@@ -189,6 +216,12 @@ class XR:
     body: dict[str, Any]
     composition_input: dict[str, Any]
     composed: dict[str, tuple[str, str]] = field(default_factory=dict)  # resource name -> Object key
+    # What the function required in the last reconcile (world keys): watched under watch_required.
+    required: set[Key] = field(default_factory=set)
+    # When the XR's own writes wake it next (Throughput.self_wakes), earliest first.
+    wakes: list[int] = field(default_factory=list)
+    # What the function asked for last (Throughput.carries_requirements).
+    requirements: fnv1.Requirements | None = None
     # resource name -> world key of a composed resource that is not an Object (Crossplane applies it).
     direct: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     next_reconcile: int = 0
@@ -217,9 +250,15 @@ class GCDeletion:
 
 class Crossplane:
     def __init__(
-        self, world: World, provider: Provider, run_function: RunFunction, ablation: Ablation
+        self,
+        world: World,
+        provider: Provider,
+        run_function: RunFunction,
+        ablation: Ablation,
+        throughput: Throughput = UNBOUNDED,
     ) -> None:
         self.world = world
+        self.throughput = throughput
         self.provider = provider
         self.run_function = run_function
         self.ablation = ablation
@@ -250,21 +289,28 @@ class Crossplane:
     def gateway_xr(self, namespace: str, name: str) -> XR | None:
         return self.xrs.get(("InferenceGateway", namespace, name))
 
-    def step(self, direct_changed: set[Key] | None = None) -> None:
+    def step(self, direct_changed: set[Key] | None = None, world_changed: set[Key] | None = None) -> None:
         """`direct_changed`: composed resources Crossplane writes itself whose status another
-        controller changed (a model check's Request): watched, as every composed resource is."""
+        controller changed (a model check's Request): watched, as every composed resource is.
+        `world_changed`: every object that changed, for the required-resource watch."""
         now = self.world.now
         changed = self.provider.changed
         self.provider.changed = set()
+        required_changed = (world_changed or set()) if self.throughput.watch_required else set()
         for xr in list(self.xrs.values()):
-            if any(obj in changed for obj in xr.composed.values()) or any(
-                key in (direct_changed or ()) for key in xr.direct.values()
+            if (
+                any(obj in changed for obj in xr.composed.values())
+                or any(key in (direct_changed or ()) for key in xr.direct.values())
+                or xr.required & required_changed
             ):
                 xr.next_reconcile = min(xr.next_reconcile, now + WATCH_DELAY_SECONDS)
-        for key in sorted(self.xrs):
-            xr = self.xrs[key]
-            if now >= xr.next_reconcile:
-                self.reconcile(xr)
+        due = sorted((self._due(xr), key) for key, xr in self.xrs.items() if now >= self._due(xr))
+        for _, key in due[: self.throughput.reconciles_per_second]:
+            self.reconcile(self.xrs[key])
+
+    @staticmethod
+    def _due(xr: XR) -> int:
+        return min(xr.next_reconcile, *xr.wakes) if xr.wakes else xr.next_reconcile
 
     def _request(self, xr: XR) -> fnv1.RunFunctionRequest:
         req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag=f"{xr.key}"))
@@ -284,9 +330,11 @@ class Crossplane:
         req.input.update(xr.composition_input)
         return req
 
-    def _resolve(self, req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
+    def _resolve(self, req: fnv1.RunFunctionRequest, requirements: fnv1.Requirements, xr: XR) -> None:
         req.required_resources.clear()
-        for name, selector in rsp.requirements.resources.items():
+        xr.required = set()
+        for name, selector in requirements.resources.items():
+            xr.required.add((selector.kind, selector.namespace, selector.match_name))
             items = req.required_resources[name]
             found = self.xrs.get((selector.kind, selector.namespace, selector.match_name))
             body = (
@@ -299,21 +347,29 @@ class Crossplane:
 
     def reconcile(self, xr: XR) -> None:
         req = self._request(xr)
+        carried = xr.requirements if self.throughput.carries_requirements else None
+        if carried is not None:
+            self._resolve(req, carried, xr)
         self.ablation.before(xr, req, self)
         rsp = self.run_function(req)
         calls = 1
         for _ in range(4):  # Crossplane stops after five rounds
-            if not rsp.requirements.resources:
+            if not rsp.requirements.resources or rsp.requirements == carried:
                 break
             before = rsp.requirements
-            self._resolve(req, rsp)
+            self._resolve(req, rsp.requirements, xr)
             rsp = self.run_function(req)
             calls += 1
             if rsp.requirements == before:
                 break
         self.calls += calls
         self.calls_by_xr[xr.key] = self.calls_by_xr.get(xr.key, 0) + calls
-        xr.next_reconcile = self.world.now + (rsp.meta.ttl.seconds or XR_TTL_SECONDS)
+        xr.requirements = fnv1.Requirements()
+        xr.requirements.CopyFrom(rsp.requirements)
+        now = self.world.now
+        xr.next_reconcile = now + (rsp.meta.ttl.seconds or XR_TTL_SECONDS)
+        # Wakes that were due are served by this reconcile, as a work queue coalesces them.
+        xr.wakes = [t for t in xr.wakes if t > now]
         if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
             return  # a fatal result: nothing applied, nothing deleted
         self.ablation.after(xr, rsp, self)
@@ -355,7 +411,10 @@ class Crossplane:
             "reason": "Available" if ready else "Creating",
         }
         status["conditions"] = sorted(conditions.values(), key=lambda c: c["type"])
-        xr.body["status"] = _ints(status)
+        status = _ints(status)
+        if status != xr.body.get("status"):
+            xr.wakes = sorted({*xr.wakes, *(now + s for s in self.throughput.self_wakes)})
+        xr.body["status"] = status
         if xr.kind == "InferenceGateway":
             self.world.put(xr.key, copy.deepcopy(xr.body))
 

@@ -34,7 +34,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import fn
 from tests.sim import world as world_model
-from tests.sim.control import XR, Ablation, Crossplane, Provider, RunFunction
+from tests.sim.control import UNBOUNDED, XR, Ablation, Crossplane, Provider, RunFunction, Throughput
 from tests.sim.provider_http import POLL_SECONDS, ProviderHTTP
 from tests.sim.world import Traffic, World
 from tests.support import EXAMPLES, GATEWAY_INPUT, ROUTE_INPUT, load_yaml
@@ -254,12 +254,15 @@ class Simulation:
         gateway_namespace_mode: bool = False,
         watches: bool = True,
         lag_bound: int = LAG_BOUND_SECONDS,
+        throughput: Throughput = UNBOUNDED,
+        route_input: dict[str, Any] = ROUTE_INPUT,
     ) -> None:
         self.world = World(gateway_namespace_mode=gateway_namespace_mode)
         self.lag_bound = lag_bound
+        self.route_input = route_input
         self.provider = Provider(self.world, watches=watches)
         self.provider_http = ProviderHTTP(self.world)
-        self.crossplane = Crossplane(self.world, self.provider, run_function, ablation)
+        self.crossplane = Crossplane(self.world, self.provider, run_function, ablation, throughput)
         self.metrics = Metrics()
         self.traffic: dict[str, Traffic] = {}
         self.last_fault = 0
@@ -313,7 +316,7 @@ class Simulation:
         if model_check:
             backend["modelCheck"] = {}
         body["spec"]["backends"] = [backend]
-        self.crossplane.create(XR("ModelRoute", body, ROUTE_INPUT))
+        self.crossplane.create(XR("ModelRoute", body, self.route_input))
         gw = self.gateway()
         # Only a gateway that says ready and is (its pods serve with the
         # sidecar, and the provider is there to create the route).
@@ -399,7 +402,7 @@ class Simulation:
         self.provider.step(changed)
         self.provider_http.step()
         probed, self.provider_http.changed = self.provider_http.changed, set()
-        self.crossplane.step(probed)
+        self.crossplane.step(probed, changed)
         self._serve_and_check()
         self.metrics.steps += 1
 

@@ -1,0 +1,113 @@
+"""The simulation at scale (issue #31): N routes on one gateway through an Envoy rollout.
+
+The scenarios model Crossplane with room to spare: every due XR is reconciled
+within the second. `make scale` says that is not so on 2 cores: the API server
+saturates, and how late the last of N routes follows its gateway grows with N.
+This runs the real function (over gRPC) under Crossplane v2.4 as `make scale`
+runs it (required resources watched, the ModelRoute Composition's
+observeGateway off, an XR woken by its own two status writes) with and without
+a bound on reconciles per second, so its curve can be set beside the real one
+(docs/operations.md, "What a route costs at scale").
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.sim.control import RunFunction, Throughput
+from tests.sim.scenarios import REAL, Simulation
+from tests.support import ROUTE_INPUT
+
+# Crossplane v2.4 as make scale runs it. The bound on reconciles per second is
+# fitted to one real point, make scale at N=100 on 2 cores (all false within
+# p99 4 s, 3.3 reconciles per route per transition): the rest of the curve is
+# the model's forecast, to be checked against the real runs at other N.
+RECONCILES_PER_SECOND = 40
+V2_4 = Throughput(watch_required=True, self_wakes=(1, 2), carries_requirements=True)
+ROUTE_INPUT_V2_4 = {**ROUTE_INPUT, "observeGateway": False}
+# How long a run may take to settle before it is called stuck (simulated seconds).
+SETTLE_SECONDS = 3_600
+
+
+@dataclass(frozen=True)
+class Point:
+    routes: int
+    follow: list[int]  # seconds from GatewayReady=False to each route's RoutingReady=False
+    calls_per_transition: float  # function calls per route per gateway transition
+    created_in: int  # seconds from creating the routes until every one said True
+
+    def line(self) -> str:
+        follow = sorted(self.follow)
+        p99 = follow[max(0, -(-99 * len(follow) // 100) - 1)]
+        return (
+            f"N={self.routes}: all false within p50 {statistics.median(follow):.0f} s, p99 {p99} s, "
+            f"max {follow[-1]} s; all true after creation in {self.created_in} s; "
+            f"function calls per route per transition {self.calls_per_transition:.1f}"
+        )
+
+
+def _route_calls(sim: Simulation) -> int:
+    return sum(n for key, n in sim.crossplane.calls_by_xr.items() if key[0] == "ModelRoute")
+
+
+def _until(sim: Simulation, done: str, check: Callable[[], bool]) -> int:
+    """Ticks until `check` holds; the simulated seconds it took."""
+    start = sim.world.now
+    while not check():
+        if sim.world.now - start > SETTLE_SECONDS:
+            raise AssertionError(f"simulated {SETTLE_SECONDS} s and not {done}")
+        sim.tick()
+    return sim.world.now - start
+
+
+def rollout_at_scale(call: RunFunction, routes: int, reconciles_per_second: int | None) -> Point:
+    """What make scale's rollout_at_scale measures, simulated."""
+    throughput = Throughput(
+        reconciles_per_second=reconciles_per_second,
+        watch_required=V2_4.watch_required,
+        self_wakes=V2_4.self_wakes,
+        carries_requirements=V2_4.carries_requirements,
+    )
+    sim = Simulation(call, REAL, throughput=throughput, route_input=ROUTE_INPUT_V2_4)
+    sim.add_gateway()
+    _until(sim, "the gateway ready", lambda: (gw := sim.gateway()) is not None and gw.is_true("GatewayReady"))
+    names = [f"scale-{i:03d}" for i in range(routes)]
+    for name in names:
+        sim.add_route(name)
+    created_in = _until(
+        sim, "every route ready", lambda: all(r.is_true("RoutingReady") for r in sim.routes())
+    )
+    before = _route_calls(sim)
+    sim.upgrade("envoy:next")
+    gateway = sim.gateway()
+    assert gateway is not None
+    _until(sim, "the gateway not ready", lambda: not gateway.is_true("GatewayReady"))
+    down = sim.world.now
+    false_at: dict[str, int] = {}
+
+    def followed() -> bool:
+        for r in sim.routes():
+            if not r.is_true("RoutingReady"):
+                false_at.setdefault(r.body["metadata"]["name"], sim.world.now)
+        return len(false_at) == routes
+
+    _until(sim, "every route not ready", followed)
+    _until(sim, "the gateway ready again", lambda: gateway.is_true("GatewayReady"))
+    _until(sim, "every route ready again", lambda: all(r.is_true("RoutingReady") for r in sim.routes()))
+    return Point(
+        routes,
+        [false_at[n] - down for n in names],
+        (_route_calls(sim) - before) / routes / 2,
+        created_in,
+    )
+
+
+def curve(
+    call: RunFunction, sizes: tuple[int, ...] = (10, 100, 300), bound: int | None = RECONCILES_PER_SECOND
+) -> str:
+    """The simulated curve, one line (`make simulate` prints it beside make scale's real one)."""
+    said = "unbounded" if bound is None else f"{bound} reconciles/s, fitted at N=100"
+    points = "; ".join(rollout_at_scale(call, n, bound).line() for n in sizes)
+    return f"sim scale (Crossplane v2.4 as make scale runs it, {said}): {points}"
