@@ -44,12 +44,14 @@ from tools import release
 # The Function's name: what Crossplane's package manager names it when the
 # Configuration pulls it in (tools/release.py), and what the Compositions call.
 FUNCTION = release.read().function_name
-# Crossplane's XR watch circuit breaker (v2.2: a burst of 50 composed-resource
-# updates, then one per 2 s, else the XR is reconciled only every 30 s for 5
-# minutes) opens on an InferenceGateway: its observer Object changes with
-# every change of the Envoy Deployment. The README tells platform teams to
-# raise it; this run does as the README says.
-CROSSPLANE_ARGS = ("--circuit-breaker-burst=1000", "--circuit-breaker-refill-rate=20")
+# Crossplane's arguments as the install example gives them to platform teams
+# (its Helm values): the XR watch circuit breaker raised (v2.2: a burst of 50
+# composed-resource updates, then one per 2 s, else the XR is reconciled only
+# every 30 s for 5 minutes), which opens on an InferenceGateway: its observer
+# Object changes with every change of the Envoy Deployment.
+CROSSPLANE_ARGS = tuple(
+    yaml.safe_load((EXAMPLES / "install" / "helm" / "crossplane-values.yaml").read_text())["args"]
+)
 CROSSPLANE_NS = "crossplane-system"
 # FGR_OBSERVE_GATEWAY=0 runs the ModelRoute Composition with the Input's
 # observeGateway: false, as docs/operations.md advises on Crossplane v2.4.
