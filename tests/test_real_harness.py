@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.pki import CA
-from tests.real import conformance, costs, network, packages, prober, report, toolchain, versions
+from tests.real import conformance, costs, dataplane, network, packages, prober, report, toolchain, versions
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor
@@ -1182,3 +1182,54 @@ def test_the_prober_asks_without_a_key_only_where_one_must_be_refused(
     p = prober.Prober(kube, port_for=lambda *_: 1, keys=lambda: {"authorization": "k"})  # type: ignore[arg-type]
     p._probe(1)
     assert {s.subject for s in p.samples if s.subject.startswith("route")} == subjects
+
+
+def _echo_server(context: ssl.SSLContext | None) -> tuple[socket.socket, int]:
+    """A server that answers each read upper-cased, in one write of many records when large."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        if context is not None:
+            conn = context.wrap_socket(conn, server_side=True)
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data.upper() * 8)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, srv.getsockname()[1]
+
+
+PIPE_CASES = [
+    ("bytes go both ways between plain sockets", False),
+    ("a TLS side readable with no application data (TLS 1.3 session tickets) stalls neither direction", True),
+]
+
+
+@pytest.mark.parametrize(("name", "tls"), PIPE_CASES, ids=[c[0] for c in PIPE_CASES])
+def test_the_pipe_carries_both_ways_on_one_thread(tmp_path: Path, name: str, tls: bool) -> None:
+    server_ctx = client_ctx = None
+    if tls:
+        ca = CA("pipe")
+        cert, key = ca.write_leaf(tmp_path, "echo", sans=("localhost",))
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(str(cert), str(key))
+        client_ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    srv, port = _echo_server(server_ctx)
+    with srv:
+        upstream = socket.create_connection(("127.0.0.1", port))
+        if client_ctx is not None:
+            upstream = client_ctx.wrap_socket(upstream, server_hostname="localhost")
+        near, far = socket.socketpair()
+        carrier = threading.Thread(target=dataplane.pipe, args=(far, upstream), daemon=True)
+        carrier.start()
+        message = b"x" * 20_000
+        near.sendall(message)
+        got = b""
+        near.settimeout(5)
+        while len(got) < len(message) * 8:
+            got += near.recv(65536)
+        assert got == message.upper() * 8, name
+        near.close()
+        carrier.join(5)
+        assert not carrier.is_alive(), name

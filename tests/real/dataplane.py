@@ -45,6 +45,7 @@ import re
 import selectors
 import shlex
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -699,25 +700,50 @@ class Balancer:
         except OSError:
             conn.close()
             return
-        _pipe(conn, upstream)
+        pipe(conn, upstream)
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
-    sel = selectors.DefaultSelector()
-    sel.register(a, selectors.EVENT_READ, b)
-    sel.register(b, selectors.EVENT_READ, a)
+def pipe(a: socket.socket, b: socket.socket) -> None:
+    """Bytes both ways between two sockets until either side closes or both are idle for 5
+    minutes; then both are closed. Both directions on this one thread: an SSL connection read and
+    written from two threads at once corrupts its records (the pod logged
+    DECRYPTION_FAILED_OR_BAD_RECORD_MAC, CI 2026-12-04)."""
+    with contextlib.suppress(OSError), a, b, selectors.DefaultSelector() as sel:
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        while True:
+            ready = sel.select(timeout=300)
+            if not ready:
+                return
+            for key, _ in ready:
+                if not _carry(key.fileobj, key.data):  # type: ignore[arg-type]
+                    return
+
+
+def _carry(src: socket.socket, dst: socket.socket) -> bool:
+    """What src has now, to dst; False once src has closed. A TLS socket is read without waiting,
+    until it has nothing more: a readable TLS socket may hold no application data at all (TLS
+    1.3's session tickets, which a blocking read would sit on while the other side's bytes
+    wait: a unit test caught it), and OpenSSL may already hold the next records, read from the
+    kernel with this one, where neither select nor SSLSocket.pending() sees them."""
+    if not isinstance(src, ssl.SSLSocket):
+        data = src.recv(65536)
+        if data:
+            dst.sendall(data)
+        return bool(data)
+    timeout = src.gettimeout()
+    src.settimeout(0)
     try:
         while True:
-            for key, _ in sel.select(timeout=300):
-                data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                if not data:
-                    return
-                key.data.sendall(data)
-    except OSError:
-        return
+            try:
+                data = src.recv(65536)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                return True
+            if not data:
+                return False
+            dst.sendall(data)
     finally:
-        a.close()
-        b.close()
+        src.settimeout(timeout)
 
 
 # --- what the kubelet does with a pod spec ------------------------------------------------

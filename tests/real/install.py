@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import contextlib
-import selectors
 import shutil
 import socket
 import ssl
@@ -34,7 +33,7 @@ from typing import Any
 
 from tests.real import toolchain
 from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, module_dir
-from tests.real.dataplane import PODMAN, DataPlane
+from tests.real.dataplane import PODMAN, DataPlane, pipe
 from tests.real.kube import Kube, condition, wait
 from tests.real.packages import xpkg_build
 from tests.real.process import run
@@ -258,30 +257,14 @@ class MutualTLSForwarder:
             threading.Thread(target=self._carry, args=(client,), daemon=True).start()
 
     def _carry(self, client: socket.socket) -> None:
-        """Both directions on this one thread: an SSL connection read and written from two threads at
-        once corrupts its records (the pod logged DECRYPTION_FAILED_OR_BAD_RECORD_MAC, CI 2026-12-04)."""
-        with contextlib.suppress(OSError), client:
+        with contextlib.suppress(OSError):
             upstream = self.context.wrap_socket(
                 socket.create_connection(self.target, timeout=10), server_hostname=self.server_name
             )
-            with upstream, selectors.DefaultSelector() as sel:
-                upstream.settimeout(None)
-                sel.register(client, selectors.EVENT_READ, upstream)
-                sel.register(upstream, selectors.EVENT_READ, client)
-                while True:
-                    # Bytes TLS has already decrypted do not show to select: drain them first.
-                    ready = (
-                        [(upstream, client)]
-                        if upstream.pending()
-                        else [(key.fileobj, key.data) for key, _ in sel.select(timeout=300)]
-                    )
-                    if not ready:
-                        return
-                    for src, dst in ready:
-                        data = src.recv(65536)  # type: ignore[union-attr]
-                        if not data:
-                            return
-                        dst.sendall(data)
+            upstream.settimeout(None)
+            pipe(client, upstream)
+            return
+        client.close()  # the pod refused: the client sees the connection end
 
 
 def render_through(plane: DataPlane, certs: Path) -> tuple[int, list[str]]:
