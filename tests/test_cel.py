@@ -562,3 +562,34 @@ def test_the_route_query_under_production_typing(case: str) -> None:
     production = as_production_json(obj)
     assert eval_reference(query, production) is want
     assert eval_celpy(query, production) is want
+
+
+ROLLOUT_SUMMARY_CASES = [
+    (
+        "a Deployment that reports nothing says zero of each, not one",
+        {"metadata": {"name": "envoy"}},
+        "0 updated, 0 available of 0 desired",
+    ),
+    (
+        "a new template with no pod updated yet says so",
+        {"spec": {"replicas": 2}, "status": {"updatedReplicas": 0, "availableReplicas": 2}},
+        "0 updated, 2 available of 2 desired",
+    ),
+    (
+        "a Deployment scaled to zero with nothing left says zero of zero",
+        {"spec": {"replicas": 0}, "status": {"updatedReplicas": 0, "availableReplicas": 0}},
+        "0 updated, 0 available of 0 desired",
+    ),
+    (
+        "every count is read from its own field",
+        {"spec": {"replicas": 3}, "status": {"updatedReplicas": 2, "availableReplicas": 1}},
+        "2 updated, 1 available of 3 desired",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "says"), ROLLOUT_SUMMARY_CASES, ids=[c[0] for c in ROLLOUT_SUMMARY_CASES]
+)
+def test_the_rollout_summary_quotes_the_deployments_counts(name: str, obj: dict[str, Any], says: str) -> None:
+    assert RolloutState.read(obj, MARKER).summary() == says, name
