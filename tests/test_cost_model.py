@@ -75,6 +75,23 @@ def test_the_model_reads_the_runs_written_and_forecasts_from_them(tmp_path: Path
     assert "N=1,000: 34" in follow  # 0.667 + 0.0333 N
     memory = next(line for line in lines if "Crossplane resident memory" in line)
     assert "N=10,000: 5,200" in memory
+    # 3 calls per route at both N: no fixed load, 3 calls a route whatever N.
+    calls = next(line for line in lines if line.startswith("  function calls"))
+    assert "as a total 0 fixed (the run's own load) + 3 per route" in calls
+    assert "N=10,000: 3" in calls
+
+
+def test_a_per_route_figure_is_fitted_as_a_fixed_load_and_a_marginal_cost(tmp_path: Path) -> None:
+    # 100 requests of the run's own, then 20 a route: 30 per route at N=10, 21 at N=100.
+    for n, per_route in ((10, 30.0), (100, 21.0)):
+        record = _record(n, 1.0)
+        record["rollout"]["requests"] = per_route
+        (tmp_path / f"routes-{n}.json").write_text(json.dumps(record))
+    line = next(
+        x for x in cost_model.model(cost_model.load(tmp_path)) if x.startswith("  API requests per route per")
+    )
+    assert "as a total 100 fixed (the run's own load) + 20 per route" in line
+    assert "N=1,000: 20.1; N=10,000: 20.01" in line
 
 
 def test_no_runs_say_how_to_make_them(tmp_path: Path) -> None:

@@ -58,29 +58,46 @@ def fit(points: Sequence[tuple[int, float]]) -> Fit:
     return Fit(my - slope * mx, slope, pts)
 
 
-# The figures the model fits: a name, how to read it from a record, and its unit.
-FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
-    ("provider-kubernetes Objects per route", lambda r: r["objects_per_route"], ""),
-    ("every route False after its gateway (p99)", lambda r: r["follow_s"]["p99"], "s"),
-    ("every route False after its gateway (max)", lambda r: r["follow_s"]["max"], "s"),
-    ("creation until every route True", lambda r: r["creation"]["seconds"], "s"),
-    ("function calls per route per transition", lambda r: r["rollout"]["calls"], ""),
-    ("API requests per route per transition", lambda r: r["rollout"]["requests"], ""),
-    ("API requests per route at creation", lambda r: r["creation"]["requests"], ""),
-    ("conflicts (409) per route at creation", lambda r: r["creation"]["conflicts"], ""),
+# The figures the model fits: a name, how to read it from a record, its unit, and whether the
+# record gives it per route. A per-route figure includes the run's own fixed load (the prober, the
+# scenario's reads) divided by N, so it is fitted as a total, fixed + marginal * N: the marginal
+# cost per route is the slope, and the forecast per route is the total at N over N.
+FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str, bool], ...] = (
+    ("provider-kubernetes Objects per route", lambda r: r["objects_per_route"], "", True),
+    ("every route False after its gateway (p99)", lambda r: r["follow_s"]["p99"], "s", False),
+    ("every route False after its gateway (max)", lambda r: r["follow_s"]["max"], "s", False),
+    ("creation until every route True", lambda r: r["creation"]["seconds"], "s", False),
+    ("function calls per route per transition", lambda r: r["rollout"]["calls"], "", True),
+    ("API requests per route per transition", lambda r: r["rollout"]["requests"], "", True),
+    ("API requests per route at creation", lambda r: r["creation"]["requests"], "", True),
+    ("conflicts (409) per route at creation", lambda r: r["creation"]["conflicts"], "", True),
+    # CPU in ms per route: the record's CPU seconds per 100 routes, times 10.
     (
-        "API server CPU s per 100 routes per transition",
-        lambda r: r["rollout"]["cpu_per_100"]["kube-apiserver"],
-        "",
+        "API server CPU per route per transition",
+        lambda r: 10 * r["rollout"]["cpu_per_100"]["kube-apiserver"],
+        "ms",
+        True,
     ),
     (
-        "Crossplane CPU s per 100 routes per transition",
-        lambda r: r["rollout"]["cpu_per_100"]["crossplane"],
-        "",
+        "Crossplane CPU per route per transition",
+        lambda r: 10 * r["rollout"]["cpu_per_100"]["crossplane"],
+        "ms",
+        True,
     ),
-    ("function CPU s per 100 routes per transition", lambda r: r["rollout"]["cpu_per_100"]["function"], ""),
-    ("function resident memory", lambda r: r["creation"]["memory_mb"]["function"], "MB"),
-    ("Crossplane resident memory", lambda r: r["creation"]["memory_mb"]["crossplane"], "MB"),
+    (
+        "function CPU per route per transition",
+        lambda r: 10 * r["rollout"]["cpu_per_100"]["function"],
+        "ms",
+        True,
+    ),
+    (
+        "API server CPU per route at creation",
+        lambda r: 10 * r["creation"]["cpu_per_100"]["kube-apiserver"],
+        "ms",
+        True,
+    ),
+    ("function resident memory", lambda r: r["creation"]["memory_mb"]["function"], "MB", False),
+    ("Crossplane resident memory", lambda r: r["creation"]["memory_mb"]["crossplane"], "MB", False),
 )
 
 
@@ -96,18 +113,22 @@ def model(records: Sequence[dict[str, Any]]) -> list[str]:
     lines = [
         f"cost model: fitted to {len(records)} scale run(s) at N={', '.join(map(str, ns))} on "
         f"{records[0].get('stack', 'an unnamed stack')}; a straight line in N (least squares), "
-        "a floor where the points bend upwards"
+        "a floor where the points bend upwards; a per-route figure fitted as a total (fixed + marginal per route)"
     ]
-    for name, read, unit in FIGURES:
-        f = fit([(r["routes"], float(read(r))) for r in records])
-        points = ", ".join(f"N={x}: {_num(y)}" for x, y in f.points)
-        forecast = "; ".join(f"N={n:,}: {_num(f.at(n))}" for n in FORECAST)
+    for name, read, unit, per_route in FIGURES:
+        measured = sorted((r["routes"], float(read(r))) for r in records)
+        points = ", ".join(f"N={x}: {_num(y)}" for x, y in measured)
         suffix = f" {unit}" if unit else ""
+        if per_route:
+            f = fit([(n, y * n) for n, y in measured])
+            shape = f"as a total {_num(f.intercept)} fixed (the run's own load) + {f.slope:.4g} per route"
+            forecast = "; ".join(f"N={n:,}: {_num(f.at(n) / n)}" for n in FORECAST)
+        else:
+            f = fit(measured)
+            shape = f"fit {_num(f.intercept)} + {f.slope:.4g} per route"
+            forecast = "; ".join(f"N={n:,}: {_num(f.at(n))}" for n in FORECAST)
         bend = " (bends upwards: a floor)" if f.bends_up() else ""
-        lines.append(
-            f"  {name}{suffix}: measured {points}; fit {_num(f.intercept)} + {f.slope:.4g} per route"
-            f"{bend}; forecast {forecast}"
-        )
+        lines.append(f"  {name}{suffix}: measured {points}; {shape}{bend}; forecast {forecast}")
     return lines
 
 
