@@ -30,6 +30,7 @@ BEND_CASES = [
     ("a cost growing with N squared bends upwards", [(10, 1.0), (100, 100.0), (300, 900.0)], True),
     ("a cost growing with N does not", [(10, 1.0), (100, 10.0), (300, 30.0)], False),
     ("two points cannot tell", [(10, 1.0), (300, 900.0)], False),
+    ("a falling cost projected below zero is no bend", [(10, 50.0), (100, 20.0), (300, 5.0)], False),
 ]
 
 
@@ -77,7 +78,7 @@ def test_the_model_reads_the_runs_written_and_forecasts_from_them(tmp_path: Path
     assert "N=10,000: 5,200" in memory
     # 3 calls per route at both N: no fixed load, 3 calls a route whatever N.
     calls = next(line for line in lines if line.startswith("  function calls"))
-    assert "as a total 0 fixed (the run's own load) + 3 per route" in calls
+    assert "as a total 0 + 3 per route (the marginal cost of a route)" in calls
     assert "N=10,000: 3" in calls
 
 
@@ -90,7 +91,7 @@ def test_a_per_route_figure_is_fitted_as_a_fixed_load_and_a_marginal_cost(tmp_pa
     line = next(
         x for x in cost_model.model(cost_model.load(tmp_path)) if x.startswith("  API requests per route per")
     )
-    assert "as a total 100 fixed (the run's own load) + 20 per route" in line
+    assert "as a total 100 + 20 per route (the marginal cost of a route)" in line
     assert "N=1,000: 20.1; N=10,000: 20.01" in line
 
 

@@ -7,6 +7,7 @@ import hashlib
 import http.client
 import http.server
 import io
+import math
 import os
 import re
 import shutil
@@ -1233,3 +1234,59 @@ def test_the_pipe_carries_both_ways_on_one_thread(tmp_path: Path, name: str, tls
         near.close()
         carrier.join(5)
         assert not carrier.is_alive(), name
+
+
+R1, R2 = "ModelRoute a/r1", "ModelRoute a/r2"
+FOLLOW_CASES = [
+    (
+        "each route follows from the function's first not-ready decision about the gateway",
+        [_call(5, GW, True), _call(10, GW, False), _call(12.5, R1, False), _call(14, R2, False)],
+        {},
+        [2.5, 4.0],
+    ),
+    (
+        "a route's condition stamped after its decision counts from the stamp",
+        [_call(10, GW, False), _call(12.5, R1, False), _call(13, R2, False)],
+        {R1: 14.0},
+        [4.0, 3.0],
+    ),
+    (
+        "a stamp truncated to the second before the decision does not shorten it",
+        [_call(10, GW, False), _call(12.5, R1, False), _call(13, R2, False)],
+        {R1: 12.0},
+        [2.5, 3.0],
+    ),
+    (
+        "a route's decision before the gateway's does not count, and one that never said False is inf",
+        [_call(9, R1, False), _call(10, GW, False), _call(11, R1, False)],
+        {},
+        [1.0, math.inf],
+    ),
+    (
+        "a gateway that never went not ready leaves every route unmeasured",
+        [_call(10, GW, True), _call(11, R1, False)],
+        {R1: 11.0},
+        [math.inf, math.inf],
+    ),
+    (
+        "an outage before the rollout began does not count",
+        [
+            _call(1, GW, False),
+            _call(2, R1, False),
+            _call(8, GW, True),
+            _call(10, GW, False),
+            _call(11, R1, False),
+        ],
+        {},
+        [1.0, math.inf],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "calls_made", "stamps", "want"), FOLLOW_CASES, ids=[c[0] for c in FOLLOW_CASES]
+)
+def test_how_late_each_route_followed_its_gateway(
+    name: str, calls_made: list[costs.Call], stamps: dict[str, float], want: list[float]
+) -> None:
+    assert costs.follow_times(calls_made, GW, 5.0, stamps, [R1, R2]) == want, name

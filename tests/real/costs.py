@@ -10,6 +10,7 @@ the API server's `apiserver_request_total` from /metrics, and the function's per
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -136,6 +137,30 @@ def decided_true_again(calls_made: list[Call], gateway: str, since: float) -> tu
         elif c.xr in said_false and c.xr not in again:
             again.append(c.xr)
     return again, down, up
+
+
+def follow_times(
+    calls_made: list[Call], gateway: str, since: float, stamps: dict[str, float], routes: list[str]
+) -> list[float]:
+    """Seconds from the function's first not-ready decision about `gateway` after `since` to each
+    route ("<Kind> <ns>/<name>") saying RoutingReady=False: the later of the function's first
+    not-ready decision about the route after the gateway's and its condition's lastTransitionTime
+    (`stamps`, whole seconds, as first seen False). Each is a lower bound of when the route said
+    so, and the gateway's decision comes before its own condition is written: no reading of the
+    gateway's condition (whose lastTransitionTime moves with its message) can shorten it. inf: the
+    route never said False (or the gateway never went not ready)."""
+    down = next((c.at for c in calls_made if c.xr == gateway and c.at >= since and not c.ready), None)
+    if down is None:
+        return [math.inf] * len(routes)
+    decided: dict[str, float] = {}
+    for c in calls_made:
+        if c.at >= down and not c.ready and c.xr != gateway:
+            decided.setdefault(c.xr, c.at)
+    out = []
+    for xr in routes:
+        at = max(decided.get(xr, -math.inf), stamps.get(xr, -math.inf))
+        out.append(at - down if at > -math.inf else math.inf)
+    return out
 
 
 @dataclass

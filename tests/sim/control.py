@@ -6,7 +6,8 @@ the desired state, garbage-collects observed composed resources that are no
 longer desired, records the XR's conditions, and reconciles an XR when one of
 its composed resources changes (realtime compositions, which also turn
 Crossplane's own polling off) or when the response TTL runs out (the
-function's `meta.ttl`, else 60 s). Required resources are not watched.
+function's `meta.ttl`, else 60 s). Required resources are not watched (Crossplane
+v2.2), unless a Throughput says they are (v2.4, tests/sim/scale.py).
 InferenceGateways are written to the world as they change, so the provider
 can observe them (a ModelRoute's gateway observer). A composed resource that
 is not an Object (the gateway's serving record, a ConfigMap) is applied to the

@@ -5,8 +5,9 @@ within the second. `make scale` says that is not so on 2 cores: the API server
 saturates, and how late the last of N routes follows its gateway grows with N.
 This runs the real function (over gRPC) under Crossplane v2.4 as `make scale`
 runs it (required resources watched, the ModelRoute Composition's
-observeGateway off, an XR woken by its own two status writes) with and without
-a bound on reconciles per second, so its curve can be set beside the real one
+observeGateway off, the requirements carried over, an XR woken by its own two
+status writes) with a bound on reconciles per second fitted to one real point
+(or none: `curve(..., bound=None)`), so its curve can be set beside the real one
 (docs/operations.md, "What a route costs at scale").
 """
 
