@@ -58,6 +58,11 @@ def fit(points: Sequence[tuple[int, float]]) -> Fit:
     return Fit(my - slope * mx, slope, pts)
 
 
+def _cpu_ms(phase: str, component: str) -> Callable[[dict[str, Any]], float]:
+    """A component's CPU in ms per route in a phase: the record's seconds per 100 routes, times 10."""
+    return lambda r: 10 * r[phase]["cpu_per_100"][component]
+
+
 # The figures the model fits: a name, how to read it from a record, its unit, and whether the
 # record gives it per route. A per-route figure includes costs that do not grow with N (the
 # gateway's own reconciles, some of the run's own reads) divided by N, so it is fitted as a total,
@@ -72,31 +77,10 @@ FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str, bool], ...] = 
     ("API requests per route per transition", lambda r: r["rollout"]["requests"], "", True),
     ("API requests per route at creation", lambda r: r["creation"]["requests"], "", True),
     ("conflicts (409) per route at creation", lambda r: r["creation"]["conflicts"], "", True),
-    # CPU in ms per route: the record's CPU seconds per 100 routes, times 10.
-    (
-        "API server CPU per route per transition",
-        lambda r: 10 * r["rollout"]["cpu_per_100"]["kube-apiserver"],
-        "ms",
-        True,
-    ),
-    (
-        "Crossplane CPU per route per transition",
-        lambda r: 10 * r["rollout"]["cpu_per_100"]["crossplane"],
-        "ms",
-        True,
-    ),
-    (
-        "function CPU per route per transition",
-        lambda r: 10 * r["rollout"]["cpu_per_100"]["function"],
-        "ms",
-        True,
-    ),
-    (
-        "API server CPU per route at creation",
-        lambda r: 10 * r["creation"]["cpu_per_100"]["kube-apiserver"],
-        "ms",
-        True,
-    ),
+    ("API server CPU per route per transition", _cpu_ms("rollout", "kube-apiserver"), "ms", True),
+    ("Crossplane CPU per route per transition", _cpu_ms("rollout", "crossplane"), "ms", True),
+    ("function CPU per route per transition", _cpu_ms("rollout", "function"), "ms", True),
+    ("API server CPU per route at creation", _cpu_ms("creation", "kube-apiserver"), "ms", True),
     ("function resident memory", lambda r: r["creation"]["memory_mb"]["function"], "MB", False),
     ("Crossplane resident memory", lambda r: r["creation"]["memory_mb"]["crossplane"], "MB", False),
 )

@@ -841,8 +841,7 @@ def _count_stale_truth(
     while time.time() < deadline:
         now = time.time()
         step, last = now - last, now
-        gw = env.gateway()
-        gw_ready, _ = said(gw, "GatewayReady")
+        gw_ready, _ = said(env.gateway(), "GatewayReady")
         listed = [o for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0]) if o["metadata"]["name"] in names]
         routes = {o["metadata"]["name"]: said(o, "RoutingReady") for o in listed}
         if not gw_ready:
