@@ -247,6 +247,14 @@ def _print_restarts(env: Env) -> None:
         print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
 
 
+def _print_unrun(unrun: list[Callable[..., None]]) -> None:
+    """A failure stops the run (later scenarios build on earlier ones): say which never ran."""
+    if unrun:
+        print(
+            f"integration: not run after the failure: {', '.join(s.__name__ for s in unrun)}", file=sys.stderr
+        )
+
+
 def main() -> int:
     stop_cleanly_on_sigterm()
     why = Lab.why_not()
@@ -359,6 +367,7 @@ def main() -> int:
         if t.late
         else "late seconds none"
     )
+    _print_unrun(chosen[len(reports) :])
     print(
         f"integration: {passed} of {len(chosen)} scenarios passed on {versions_line()}; "
         f"requests {t.requests}, failed {t.failed}, lying seconds {t.lying}, {late}, leaks {t.leaks}, "

@@ -258,12 +258,14 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         with down:
             if fault.component in API:
                 _in_flight(env, fault)
+            # Detection starts before the fault lands: a probe answered between the two
+            # is detection, not a lie (CI counted one such request against envoy_killed).
+            env.prober.fault()
             if fault.how == "kill":
                 env.sup.kill(proc)
             else:
                 env.sup.hang(proc)
             try:
-                env.prober.fault()
                 if fault.component not in API:
                     _in_flight(env, fault)
                 time.sleep(fault.down_s)
@@ -367,8 +369,8 @@ def _survive_in_pod(env: Env, r: Report, container: str) -> None:
         ),
         threading.Thread(target=_read_gateway, args=(env, gateway_said, done)),
     ]
+    env.prober.fault()  # before the kill: a probe answered between the two is detection
     env.sup.kill(sb.processes[index], hold=False)
-    env.prober.fault()
     for w in workers:
         w.start()
     try:
@@ -493,9 +495,9 @@ def function_replica_killed(env: Env, r: Report) -> None:
         wait("every XR serving through two replicas", lambda: _serving(env, template), CONVERGE_S)
         before_kill = {p.name: _calls(p) for p in replicas}
         assert all(before_kill.values()), f"want both replicas answering calls: {before_kill}"
+        env.prober.fault()  # before the kill: a probe answered between the two is detection
         env.sup.kill(replicas[0])
         killed = time.time()
-        env.prober.fault()
         template = _settled_template(env)
         _start_rollout(env)
         wait("every XR serving with one replica down", lambda: _serving(env, template), CONVERGE_S)
@@ -564,8 +566,8 @@ def function_down_while_a_model_stops(env: Env, r: Report) -> None:
         )
 
     with env.prober.reporter_down():
+        env.prober.fault()  # before the kill: a probe answered between the two is detection
         env.sup.kill(proc)
-        env.prober.fault()
         env.vllm.down = True
         scale(0)
         stopped = time.time()
