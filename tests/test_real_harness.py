@@ -29,7 +29,18 @@ from typing import Any
 import pytest
 
 from tests.pki import CA
-from tests.real import conformance, costs, dataplane, network, packages, prober, report, toolchain, versions
+from tests.real import (
+    conformance,
+    costs,
+    dataplane,
+    network,
+    packages,
+    prober,
+    report,
+    timeline,
+    toolchain,
+    versions,
+)
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor
@@ -1290,3 +1301,142 @@ def test_how_late_each_route_followed_its_gateway(
     name: str, calls_made: list[costs.Call], stamps: dict[str, float], want: list[float]
 ) -> None:
     assert costs.follow_times(calls_made, GW, 5.0, stamps, [R1, R2]) == want, name
+
+
+def _word(at: float, xr: str, decided: bool, condition: bool | None = None) -> timeline.Seen:
+    return timeline.Seen(at, xr, decided, decided if condition is None else condition)
+
+
+OUTAGE_CASES = [
+    (
+        "each route follows from the gateway's published not-ready word to its own",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(10, GW, False),
+            _word(11.5, R1, False),
+            _word(13, R2, False),
+            _word(20, GW, True),
+            _word(21, R1, True),
+            _word(22.5, R2, True),
+        ],
+        {"follow": [1.5, 3.0], "route_seconds": 4.5, "true_again": [], "back": 2.5},
+    ),
+    (
+        "a route that said not ready before its gateway did follows in 0 s",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(9, R1, False),
+            _word(10, GW, False),
+            _word(12, R2, False),
+            _word(20, GW, True),
+            _word(20.5, R1, True),
+            _word(21, R2, True),
+        ],
+        {"follow": [0.0, 2.0], "route_seconds": 2.0, "true_again": [], "back": 1.0},
+    ),
+    (
+        "a route that says ready again while its gateway is not ready is true again, every second counted",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(10, GW, False),
+            _word(11, R1, False),
+            _word(11, R2, False),
+            _word(14, R1, True),
+            _word(16, R1, False),
+            _word(20, GW, True),
+            _word(21, R1, True),
+            _word(21, R2, True),
+        ],
+        {"follow": [1.0, 1.0], "route_seconds": 4.0, "true_again": [R1], "back": 1.0},
+    ),
+    (
+        "a route that never said not ready is ready the whole outage and never followed",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(10, GW, False),
+            _word(12, R1, False),
+            _word(20, GW, True),
+            _word(21, R1, True),
+        ],
+        {"follow": [2.0, math.inf], "route_seconds": 12.0, "true_again": [], "back": 1.0},
+    ),
+    (
+        "an outage still going is counted until now, and nobody is back",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(10, GW, False),
+            _word(12, R1, False),
+        ],
+        {"follow": [2.0, math.inf], "route_seconds": 2.0 + 20.0, "true_again": [], "back": math.inf},
+    ),
+    (
+        "a route not ready again after the gateway's return is not back",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(0, R2, True),
+            _word(10, GW, False),
+            _word(11, R1, False),
+            _word(11, R2, False),
+            _word(20, GW, True),
+            _word(21, R1, True),
+            _word(22, R2, True),
+            _word(23, R2, False),
+        ],
+        {"follow": [1.0, 1.0], "route_seconds": 2.0, "true_again": [], "back": math.inf},
+    ),
+    (
+        "an outage before the rollout began does not count",
+        [
+            _word(0, GW, False),
+            _word(0, R1, False),
+            _word(0, R2, False),
+            _word(2, GW, True),
+            _word(3, R1, True),
+            _word(3, R2, True),
+            _word(10, GW, False),
+            _word(12, R1, False),
+            _word(12, R2, False),
+            _word(15, GW, True),
+            _word(16, R1, True),
+            _word(16, R2, True),
+        ],
+        {"follow": [2.0, 2.0], "route_seconds": 4.0, "true_again": [], "back": 1.0},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "seen", "want"), OUTAGE_CASES, ids=[c[0] for c in OUTAGE_CASES])
+def test_what_the_routes_said_over_their_gateways_outage(
+    name: str, seen: list[timeline.Seen], want: dict[str, Any]
+) -> None:
+    got = timeline.outage(seen, GW, [R1, R2], 5.0, until=30.0, by=lambda s: s.decided)
+    assert got is not None, name
+    assert {k: getattr(got, k) for k in want} == want, name
+
+
+def test_a_gateway_that_never_went_down_has_no_outage() -> None:
+    seen = [_word(0, GW, True), _word(6, R1, False), _word(7, GW, True)]
+    assert timeline.outage(seen, GW, [R1], 5.0, until=30.0, by=lambda s: s.decided) is None
+
+
+def test_the_condition_is_read_apart_from_the_decision() -> None:
+    # The condition written back True over a published not-ready decision: read by the condition,
+    # the route says True again; read by the decision, it does not.
+    seen = [_word(0, GW, True), _word(0, R1, True), _word(10, GW, False), _word(11, R1, False)]
+    seen += [_word(12, R1, False, condition=True), _word(20, GW, True), _word(21, R1, True)]
+    by_condition = timeline.outage(seen, GW, [R1], 5.0, until=30.0, by=lambda s: s.condition)
+    by_decision = timeline.outage(seen, GW, [R1], 5.0, until=30.0, by=lambda s: s.decided)
+    assert by_condition is not None
+    assert by_decision is not None
+    assert (by_condition.true_again, by_decision.true_again) == ([R1], [])

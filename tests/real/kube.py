@@ -6,6 +6,7 @@ cluster; the function's own runtime never imports it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import urllib3
 import yaml
-from kubernetes import client, config, dynamic
+from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 # Re-exported: what the scenarios read of an object, without the client.
@@ -80,6 +81,45 @@ class Kube:
     ) -> list[dict[str, Any]]:
         res = self._resource(api_version, kind)
         return [i.to_dict() for i in res.get(namespace=namespace, **kwargs).items]
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        stop: threading.Event,
+        on_event: Callable[[str, dict[str, Any], float], None],
+    ) -> None:
+        """Every change of one kind, as on_event(type, object, when it arrived), until stop is set.
+
+        First an ADDED per object as it stands, then each change as the API server sends it. A
+        watch the server ends (its timeout) goes on from the last version seen; one it can no
+        longer serve (410 Gone) starts afresh, with the objects as they stand again.
+        """
+        res = self._resource(api_version, kind)
+        version: str | None = None
+        while not stop.is_set():
+            watcher = watch.Watch()
+            try:
+                for event in self.dyn.watch(
+                    res, namespace=namespace, resource_version=version, timeout=5, watcher=watcher
+                ):
+                    obj = event["raw_object"]
+                    if event["type"] == "ERROR":
+                        version = None
+                        break
+                    version = obj["metadata"]["resourceVersion"]
+                    on_event(event["type"], obj, time.time())
+                    if stop.is_set():
+                        break
+            except ApiException as e:
+                if e.status != 410:
+                    raise
+                version = None
+            except (urllib3.exceptions.HTTPError, OSError):
+                stop.wait(0.5)  # a server too busy to answer: go on from the last version seen
+            finally:
+                watcher.stop()
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         res = self._resource(api_version, kind)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +45,8 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
-from tests.real.report import scale_line, scale_record
+from tests.real.report import percentile, scale_line, scale_record
+from tests.real.timeline import Outage, Seen, Watcher, outage
 from tests.support import EXAMPLES, ROOT
 
 
@@ -785,35 +785,6 @@ def _all_ready(env: Env, names: set[str]) -> bool:
     return ready == names
 
 
-class _Truth:
-    """One way of reading the routes' readiness, over one gateway outage."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0  # route-seconds True while the gateway was not ready
-        self.false_after: dict[str, float] = {}  # seconds into the outage each route first said False
-        self.true_again: set[str] = set()
-
-    def add(self, name: str, ready: bool, step: float, into: float) -> None:
-        if not ready:
-            self.false_after.setdefault(name, into)
-        elif name in self.false_after:
-            self.true_again.add(name)
-        if ready:
-            self.seconds += step
-
-    def slowest(self, names: set[str]) -> float:
-        """Seconds into the outage until the last route said False (inf if one never did)."""
-        return max((self.false_after.get(n, math.inf) for n in names), default=0.0)
-
-    def summary(self, names: set[str]) -> str:
-        follow = sorted(self.false_after.values())
-        spread = f"p50 {statistics.median(follow):.0f} s, max {self.slowest(names):.0f} s" if follow else "-"
-        return (
-            f"{len(self.false_after)} of {len(names)} turned False ({spread} after the gateway), "
-            f"{self.seconds:.0f} route-seconds True meanwhile, {len(self.true_again)} True again after False"
-        )
-
-
 def _meter(env: Env) -> Meter:
     """The stack's meters: each component's session, the API server's counters, the function's calls."""
     return Meter(
@@ -826,45 +797,32 @@ def _meter(env: Env) -> Meter:
 def _count_stale_truth(
     env: Env, r: Report, names: set[str], meter: Meter
 ) -> tuple[Phase, list[float], float]:
-    """Roll Envoy and sample every route through the gateway's outage. Returns the rollout's cost,
-    the seconds into the outage each route first said False (as decided), and the seconds from the
-    gateway's return until every route said True again."""
+    """Roll Envoy and watch every route through the gateway's outage. Returns the rollout's cost,
+    the seconds from the gateway's not-ready word until each route's (published, as a watch
+    delivered them: timeline.outage), and the seconds from the gateway's return until every
+    route said True again."""
+    gateway_xr = f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}"
+    routes = [f"ModelRoute {ROUTE[0]}/{n}" for n in sorted(names)]
+    watcher = Watcher(env.kube, [(XR_API, "InferenceGateway", GATEWAY[0]), (XR_API, "ModelRoute", ROUTE[0])])
+    watcher.start()
     before = meter.read()
-    _restart_envoy(env)
-    decided, condition_said = _Truth(), _Truth()
-    down_since: float | None = None
-    up_since: float | None = None
-    # Each route's RoutingReady=False lastTransitionTime (whole seconds), read when first seen False.
-    route_stamps: dict[str, float] = {}
-    last = time.time()
-    deadline = last + 600
-    while time.time() < deadline:
-        now = time.time()
-        step, last = now - last, now
-        gw_ready, _ = said(env.gateway(), "GatewayReady")
-        listed = [o for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0]) if o["metadata"]["name"] in names]
-        routes = {o["metadata"]["name"]: said(o, "RoutingReady") for o in listed}
-        if not gw_ready:
-            down_since = down_since or now
-            up_since = None
-            for name, (ready, condition_true) in routes.items():
-                decided.add(name, ready, step, now - down_since)
-                condition_said.add(name, condition_true, step, now - down_since)
-            for o in listed:
-                since = _false_since(o, "RoutingReady")
-                if since is not None:
-                    route_stamps.setdefault(f"ModelRoute {ROUTE[0]}/{o['metadata']['name']}", since)
-        elif down_since is not None:
-            up_since = up_since or now
-            if len(routes) == len(names) and all(d for d, _ in routes.values()):
-                break
-        time.sleep(0.5)
-    else:
-        raise AssertionError(
-            f"not every route ready again within 600 s of the rollout: gateway down since {down_since}"
+
+    def through(by: Callable[[Seen], bool]) -> Outage | None:
+        return outage(watcher.words(), gateway_xr, routes, before.at, until=time.time(), by=by)
+
+    try:
+        wait("the watches' first word of every route", lambda: watcher.knows([gateway_xr, *routes]), 60)
+        before = meter.read()
+        _restart_envoy(env)
+        wait(
+            "the gateway not ready, ready again, and every route True again",
+            lambda: (o := through(decided)) is not None and o.back < math.inf,
+            600,
+            interval=0.5,
         )
-    assert down_since is not None, "the gateway never said it was not ready during the rollout"
-    assert up_since is not None, "the gateway never said it was ready again after the rollout"
+    finally:
+        watcher.stop()
+    assert not watcher.errors, watcher.errors
     after = meter.read()
     rollout = between(
         "rollout",
@@ -874,34 +832,48 @@ def _count_stale_truth(
         calls_made=meter.calls("ModelRoute", before.at, after.at),
         transitions=2,
     )
+    published, condition_said = through(decided), through(lambda s: s.condition)
+    assert published is not None, "the gateway's outage was seen"
+    assert condition_said is not None, "the gateway's outage was seen"
     # What the function itself decided, call by call (its --debug lines): a route it judged not
     # serving must not be judged serving again while it judges the gateway down. status.serving
     # is what Crossplane wrote of those decisions; it can come back older (below, named).
     calls_made = meter.answered()
-    gateway_xr = f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}"
     again, _, _ = decided_true_again(calls_made, gateway_xr, before.at)
     ours = sorted(x.rsplit("/", 1)[-1] for x in again if x.startswith("ModelRoute "))
-    written_back = sorted(decided.true_again)
+    # How far behind the function's decisions the published word came: Crossplane's queue and writes.
+    queue = follow_times(calls_made, gateway_xr, before.at, {}, routes)
     r.notes.append(
         f"the function's calls: {len(ours)} routes decided True again after False"
         + (f" ({', '.join(ours[:5])})" if ours else "")
-        + f"; as published (status.serving): {decided.summary(names)}"
-        + (f" ({', '.join(written_back[:5])}: an older decision written back)" if written_back else "")
+        + f", each decided not ready {_spread(queue)} after the gateway was"
+        + f"; as published (status.serving): {_outage_summary(published)}"
         + "; the RoutingReady condition (written back by Crossplane before #32, #7062): "
-        + condition_said.summary(names)
+        + _outage_summary(condition_said)
     )
     assert not ours, r.notes[-1]
     # Issue #32: with the answer conditional on the XR's version, Crossplane can no longer write
     # an older decision or condition back over a newer one: neither may say True again.
-    assert not decided.true_again, r.notes[-1]
+    assert not published.true_again, r.notes[-1]
     assert not condition_said.true_again, r.notes[-1]
-    follow = follow_times(
-        calls_made, gateway_xr, before.at, route_stamps, [f"ModelRoute {ROUTE[0]}/{n}" for n in sorted(names)]
+    return rollout, published.follow, published.back
+
+
+def decided(word: Seen) -> bool:
+    return word.decided
+
+
+def _spread(seconds: list[float]) -> str:
+    return (
+        f"p50 {percentile(seconds, 50):.1f} s, p99 {percentile(seconds, 99):.1f} s, max {max(seconds):.1f} s"
+        if seconds
+        else "-"
     )
-    return rollout, follow, last - up_since
 
 
-def _false_since(xr: dict[str, Any], typ: str) -> float | None:
-    """When the XR's condition of that type turned False, by its lastTransitionTime; None while it is not False."""
-    c = condition(xr, typ)
-    return ts(c["lastTransitionTime"]) if c.get("status") == "False" and c.get("lastTransitionTime") else None
+def _outage_summary(o: Outage) -> str:
+    turned = sum(f < math.inf for f in o.follow)
+    return (
+        f"{turned} of {len(o.follow)} turned False ({_spread(o.follow)} after the gateway), "
+        f"{o.route_seconds:.0f} route-seconds True meanwhile, {len(o.true_again)} True again after False"
+    )
