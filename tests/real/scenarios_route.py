@@ -721,13 +721,13 @@ SCALE_P99_GOAL_S = 5.0
 
 
 def rollout_at_scale(env: Env, r: Report) -> None:
-    """Issues #31 and #32: SCALE_ROUTES ModelRoutes on one gateway, then an Envoy rollout, sampled
-    twice a second while the gateway's function says it is not ready (status.serving). Neither
+    """Issues #31 and #32: SCALE_ROUTES ModelRoutes on one gateway, then an Envoy rollout, every
+    XR's word watched as the API server publishes it (tests/real/timeline.py). Neither
     status.serving nor the RoutingReady condition, which Crossplane wrote back from its cache
     before the answer was conditional on the XR's version (crossplane/crossplane#7062), says True
-    again. Every route says False within SCALE_FOLLOW_BOUND_S, and within SCALE_P99_GOAL_S at the
-    99th percentile, of the function's decision that the gateway is not ready (costs.follow_times).
-    The prober judges every route's requests meanwhile."""
+    again while the gateway says it is not ready. Every route says False within
+    SCALE_FOLLOW_BOUND_S, and within SCALE_P99_GOAL_S at the 99th percentile, of its gateway's
+    published not-ready word. The prober judges every route's requests meanwhile."""
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
     meter = _meter(env)
