@@ -93,31 +93,36 @@ class Kube:
         """Every change of one kind, as on_event(type, object, when it arrived), until stop is set.
 
         First an ADDED per object as it stands, then each change as the API server sends it. A
-        watch the server ends (its timeout) goes on from the last version seen; one it can no
-        longer serve (410 Gone) starts afresh, with the objects as they stand again.
+        watch the server ends (its timeout) or cannot answer for a moment (429, 5xx, a broken
+        connection) goes on from the last version seen, so nothing is missed. One it can no
+        longer serve from there (410 Gone) starts afresh, with the objects as they stand again:
+        what changed in between is lost, and on_event hears ("GAP", {}, when) first.
         """
         res = self._resource(api_version, kind)
         version: str | None = None
         while not stop.is_set():
             watcher = watch.Watch()
             try:
+                # With a timeout, the client raises every ERROR event as an ApiException.
                 for event in self.dyn.watch(
                     res, namespace=namespace, resource_version=version, timeout=5, watcher=watcher
                 ):
                     obj = event["raw_object"]
-                    if event["type"] == "ERROR":
-                        version = None
-                        break
                     version = obj["metadata"]["resourceVersion"]
                     on_event(event["type"], obj, time.time())
                     if stop.is_set():
                         break
             except ApiException as e:
-                if e.status != 410:
+                code = e.status or 0
+                if code == 410:
+                    version = None
+                    on_event("GAP", {}, time.time())
+                elif code in {0, 429} or code >= 500:
+                    stop.wait(0.5)
+                else:
                     raise
-                version = None
             except (urllib3.exceptions.HTTPError, OSError):
-                stop.wait(0.5)  # a server too busy to answer: go on from the last version seen
+                stop.wait(0.5)
             finally:
                 watcher.stop()
 

@@ -13,7 +13,6 @@ tests/test_real_harness.py).
 
 from __future__ import annotations
 
-import bisect
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -38,16 +37,21 @@ class Seen:
 
 @dataclass(frozen=True)
 class Outage:
-    """The routes over the first outage of their gateway after a moment, by one reading of their word."""
+    """The routes over the first outage of their gateway after a moment, by one reading of their word.
+
+    The outage runs from the gateway's first not-ready word to the ready word after its last
+    not-ready one: a gateway that flaps back for a moment is still out, and only the seconds
+    it says not ready count against a route that says ready.
+    """
 
     down: float  # when the gateway's not-ready word arrived
-    up: float  # when its ready word arrived again (inf: not yet)
+    up: float  # when its ready word after its last not-ready one arrived (inf: not yet)
     follow: list[
         float
     ]  # per route, seconds from `down` to its not-ready word (0: it said so first; inf: never)
     route_seconds: float  # seconds each route said ready while its gateway said not ready, summed
-    true_again: list[str]  # routes that said ready again after not ready, while the gateway said not ready
-    back: float  # seconds from `up` until the last route said ready again (inf: one did not)
+    true_again: list[str]  # routes that said ready after not ready, while the gateway said not ready
+    back: float  # seconds from `up` until the last route said ready for good (inf: one has not)
 
 
 def outage(
@@ -59,49 +63,64 @@ def outage(
     until: float,
     by: Callable[[Seen], bool],
 ) -> Outage | None:
-    """The gateway's first outage after `since`, read with `by` (decided or condition) until `until`;
-    None if the gateway said nothing but ready after `since`."""
-    words = sorted(seen, key=lambda s: s.at)
-    gw = [s for s in words if s.xr == gateway]
-    down = next((s.at for s in gw if s.at >= since and not by(s)), None)
+    """The gateway's first outage after `since`, read with `by` (decided or condition) from the
+    words that arrived until `until`; None if the gateway said nothing but ready meanwhile."""
+    words = sorted((s for s in seen if s.at <= until), key=lambda s: s.at)
+    gw = [(s.at, by(s)) for s in words if s.xr == gateway]
+    down = next((t for t, ready in gw if t >= since and not ready), None)
     if down is None:
         return None
-    up = next((s.at for s in gw if s.at > down and by(s)), math.inf)
+    last_down = max(i for i, (_, ready) in enumerate(gw) if not ready)
+    up = gw[last_down + 1][0] if last_down + 1 < len(gw) else math.inf
     end = min(up, until)
     follow: list[float] = []
     true_again: list[str] = []
     route_seconds = 0.0
-    back = 0.0
     for route in routes:
-        said_by = [s for s in words if s.xr == route]
-        at = [s.at for s in said_by]
-        ready = [by(s) for s in said_by]
-
-        def word(t: float, at: list[float] = at, ready: list[bool] = ready) -> bool | None:
-            i = bisect.bisect_right(at, t) - 1
-            return ready[i] if i >= 0 else None
-
-        # The route's word at `down`, then each change of it until the gateway's return.
-        steps = [(down, word(down))] + [(t, r) for t, r in zip(at, ready, strict=True) if down < t < end]
-        first_false = next((t for t, r in steps if r is False), math.inf)
-        follow.append(first_false - down)
-        if any(r for t, r in steps if t > first_false):
+        # The gateway's and the route's words from `down` to `end`, in order: (when, gateway ready, route ready).
+        steps: list[tuple[float, bool, bool | None]] = []
+        gw_ready: bool = False
+        route_ready: bool | None = None
+        for s in words:
+            if s.xr not in (gateway, route):
+                continue
+            if s.xr == gateway:
+                gw_ready = by(s)
+            else:
+                route_ready = by(s)
+            if s.at >= end:
+                break
+            if s.at >= down:
+                steps.append((s.at, gw_ready, route_ready))
+        if not steps or steps[0][0] > down:
+            # Nothing said at `down` itself: what each said last before it, from `down` on.
+            steps.insert(0, (down, False, _word_before(words, route, down, by)))
+        first_false = next((i for i, (_, _, r) in enumerate(steps) if r is False), None)
+        follow.append(steps[first_false][0] - down if first_false is not None else math.inf)
+        if first_false is not None and any(r and not g for _, g, r in steps[first_false:]):
             true_again.append(route)
-        for (t, r), nxt in zip(steps, [*(t for t, _ in steps[1:]), end], strict=True):
-            if r:
-                route_seconds += nxt - t
-        if up < math.inf:
-            back = max(back, _ready_after(at, ready, up) - up)
-    return Outage(down, up, follow, route_seconds, true_again, back if up < math.inf else math.inf)
+        for (t, g, r), nxt in zip(steps, [*(t for t, _, _ in steps[1:]), end], strict=True):
+            if r and not g:
+                route_seconds += max(0.0, nxt - t)
+    back = (
+        max((_ready_after(words, r, up, by) - up for r in routes), default=0.0) if up < math.inf else math.inf
+    )
+    return Outage(down, up, follow, route_seconds, true_again, back)
 
 
-def _ready_after(at: list[float], ready: list[bool], t: float) -> float:
-    """When the route said ready at or after t, to stay so: inf if its last word is not ready."""
-    if not ready or not ready[-1]:
+def _word_before(words: Sequence[Seen], xr: str, t: float, by: Callable[[Seen], bool]) -> bool | None:
+    """What the XR said last before t (None: nothing yet)."""
+    said_before = [by(s) for s in words if s.xr == xr and s.at < t]
+    return said_before[-1] if said_before else None
+
+
+def _ready_after(words: Sequence[Seen], xr: str, t: float, by: Callable[[Seen], bool]) -> float:
+    """When the XR said ready, at or after t, for good: inf if its last word is not ready (or none)."""
+    said = [(s.at, by(s)) for s in words if s.xr == xr]
+    if not said or not said[-1][1]:
         return math.inf
-    # The last word that was not ready; the word after it is when it turned ready for good.
-    last_not = max((i for i, r in enumerate(ready) if not r), default=-1)
-    turned = at[last_not + 1] if last_not >= 0 else -math.inf
+    last_not = max((i for i, (_, ready) in enumerate(said) if not ready), default=None)
+    turned = said[last_not + 1][0] if last_not is not None else -math.inf
     return max(t, turned)
 
 
@@ -113,6 +132,8 @@ class Watcher:
     kinds: Sequence[tuple[str, str, str]]  # (apiVersion, kind, namespace)
     seen: list[Seen] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # When a watch started afresh (410 Gone): the words between its last delivery and then are lost.
+    gaps: list[float] = field(default_factory=list)
     _last: dict[str, tuple[bool, bool]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -136,6 +157,11 @@ class Watcher:
         with self._lock:
             return list(self.seen)
 
+    def check(self) -> None:
+        """Raise what stopped a watch: a measure without it would wait out its deadline, or lie."""
+        if self.errors:
+            raise RuntimeError("; ".join(self.errors))
+
     def knows(self, xrs: Sequence[str]) -> bool:
         """Whether each of the XRs has said something yet (the watch's first delivery is in)."""
         with self._lock:
@@ -148,6 +174,10 @@ class Watcher:
             self.errors.append(f"watch of {kind}: {type(e).__name__}: {e}")
 
     def _record(self, event: str, obj: dict[str, Any], at: float) -> None:
+        if event == "GAP":
+            with self._lock:
+                self.gaps.append(at)
+            return
         if event == "DELETED":
             return
         kind, meta = obj["kind"], obj["metadata"]
