@@ -749,11 +749,14 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
     rollout = costs.between("rollout", reading, after, 100, calls_made=400, transitions=2)
     created = costs.Reading(150.0, {}, Counter(), {"function": 70.4, "crossplane": 250.6})
     creation = costs.between("creation", reading, created, 100, calls_made=0)
-    record = report.scale_record(100, [float(s) for s in range(1, 101)], 9.0, creation, rollout, objects=400)
+    follow = [float(s) for s in range(1, 101)]
+    published = [s + 5 for s in follow]
+    record = report.scale_record(100, follow, 9.0, creation, rollout, published=published, objects=400)
     assert record["rollout"]["memory_mb"] == {"function": 80.0, "crossplane": 300.0}
     assert record["objects_per_route"] == 4
     assert report.scale_line(record) == (
-        "scale: N=100 routes on one gateway: all false within p50 50 s, p99 99 s, max 100 s; "
+        "scale: N=100 routes on one gateway: all false within p50 50 s, p99 99 s, max 100 s "
+        "(published: p50 55 s, p99 104 s, max 105 s); "
         "all true again within 9 s of the gateway; all true after creation in 150 s (150 s per 100 routes); "
         "function calls per route per transition 2.0; API requests per route per transition 6 (5 writes); "
         "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0; "

@@ -72,6 +72,13 @@ FIGURES: tuple[tuple[str, Callable[[dict[str, Any]], float], str, bool], ...] = 
     ("provider-kubernetes Objects per route", lambda r: r["objects_per_route"], "", True),
     ("every route False after its gateway (p99)", lambda r: r["follow_s"]["p99"], "s", False),
     ("every route False after its gateway (max)", lambda r: r["follow_s"]["max"], "s", False),
+    # As a client reads it (a watch); records before it was measured lack it.
+    (
+        "every route False after its gateway, as published (p99)",
+        lambda r: r["published_s"]["p99"],
+        "s",
+        False,
+    ),
     ("creation until every route True", lambda r: r["creation"]["seconds"], "s", False),
     ("function calls per route per transition", lambda r: r["rollout"]["calls"], "", True),
     ("API requests per route per transition", lambda r: r["rollout"]["requests"], "", True),
@@ -90,6 +97,14 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.2f}".rstrip("0").rstrip(".") if x % 1 else f"{x:.0f}"
 
 
+def _read(read: Callable[[dict[str, Any]], float], record: dict[str, Any]) -> float | None:
+    """A figure of a record, or None where the record predates it."""
+    try:
+        return read(record)
+    except KeyError:
+        return None
+
+
 def model(records: Sequence[dict[str, Any]]) -> list[str]:
     """The cost model's lines: per figure the points, the fitted line and the forecasts."""
     if not records:
@@ -101,7 +116,10 @@ def model(records: Sequence[dict[str, Any]]) -> list[str]:
         "a floor where the points bend upwards; a per-route figure fitted as a total"
     ]
     for name, read, unit, per_route in FIGURES:
-        measured = sorted((r["routes"], float(read(r))) for r in records)
+        measured = sorted((r["routes"], float(y)) for r in records if (y := _read(read, r)) is not None)
+        if not measured:
+            lines.append(f"  {name}: not in these records (measured since)")
+            continue
         points = ", ".join(f"N={x}: {_num(y)}" for x, y in measured)
         suffix = f" {unit}" if unit else ""
         if per_route:

@@ -143,21 +143,31 @@ def _phase_record(phase: Phase) -> dict[str, Any]:
 MEMORY_NAMED = ("function", "crossplane")
 
 
+def _spread(seconds: list[float]) -> dict[str, float]:
+    return {"p50": percentile(seconds, 50), "p99": percentile(seconds, 99), "max": max(seconds)}
+
+
 def scale_record(
-    n: int, follow: list[float], back: float, creation: Phase, rollout: Phase, *, objects: int
+    n: int,
+    follow: list[float],
+    back: float,
+    creation: Phase,
+    rollout: Phase,
+    *,
+    published: list[float],
+    objects: int,
 ) -> dict[str, Any]:
     """Issue #31's figures of one scale run, as `make scale` writes them for tools/cost_model.py:
-    how fast N routes followed their gateway through a rollout (seconds into the gateway's outage
-    each route said False), and what creation and the rollout cost."""
+    how fast N routes followed their gateway through a rollout, by the issue's measure (`follow`:
+    decisions and lastTransitionTime, costs.follow_times) and as a client reads it (`published`:
+    each XR's word as a watch delivered it, timeline.outage), and what creation and the rollout
+    cost."""
     return {
         "routes": n,
         "stack": versions_line(),
         "objects_per_route": round(objects / n, 2),  # provider-kubernetes Objects the routes composed
-        "follow_s": {
-            "p50": percentile(follow, 50),
-            "p99": percentile(follow, 99),
-            "max": max(follow),
-        },
+        "follow_s": _spread(follow),
+        "published_s": _spread(published),
         "back_s": round(back, 1),
         "creation": _phase_record(creation),
         "rollout": _phase_record(rollout),
@@ -167,12 +177,20 @@ def scale_record(
 def scale_line(record: dict[str, Any]) -> str:
     """Issue #31's one line, from a scale record."""
     follow, creation, rollout = record["follow_s"], record["creation"], record["rollout"]
+    published = record.get("published_s")
     n = record["routes"]
     cpu = ", ".join(f"{name.removeprefix('kube-')} {rollout['cpu_per_100'][name]:.1f}" for name in NAMED)
     memory = ", ".join(f"{name} {creation['memory_mb'][name]:.0f}" for name in MEMORY_NAMED)
     return (
         f"scale: N={n} routes on one gateway: all false within p50 {follow['p50']:.0f} s, "
-        f"p99 {follow['p99']:.0f} s, max {follow['max']:.0f} s; all true again within "
+        f"p99 {follow['p99']:.0f} s, max {follow['max']:.0f} s"
+        + (
+            f" (published: p50 {published['p50']:.0f} s, p99 {published['p99']:.0f} s, "
+            f"max {published['max']:.0f} s)"
+            if published
+            else ""
+        )
+        + "; all true again within "
         f"{record['back_s']:.0f} s of the gateway; all true after creation in {creation['seconds']:.0f} s "
         f"({100 * creation['seconds'] / n:.0f} s per 100 routes); function calls per route per transition "
         f"{rollout['calls']:.1f}; API requests per route per transition "

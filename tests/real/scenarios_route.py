@@ -46,7 +46,7 @@ from tests.real.harness import (
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
 from tests.real.report import percentile, scale_line, scale_record
-from tests.real.timeline import Outage, Seen, Watcher, outage
+from tests.real.timeline import Outage, Seen, Watcher, first_false_stamps, outage
 from tests.support import EXAMPLES, ROOT
 
 
@@ -715,8 +715,9 @@ SCALE_OUT = Path(os.environ.get("FGR_SCALE_OUT", str(ROOT / "_output" / "scale")
 # max 13 s with the gateway observer off (make scale), 19 to 22 s with it on;
 # a tripped circuit breaker (30 s half-open probes) would exceed it.
 SCALE_FOLLOW_BOUND_S = 20.0
-# Issue #31's goal for this machine: every route False within 5 s (p99) of its gateway, from their
-# words as the API server published them (a watch). It names N=300; CI runs N=100 and fails past it (make scale).
+# Issue #31's goal for this machine: every route False within 5 s (p99) of its gateway, "from the
+# API server's timestamps": the conditions' lastTransitionTime, and the function's decisions where
+# a stamp truncated to the second would read early. What a client reads comes later (published). It names N=300; CI runs N=100 and fails past it (make scale).
 SCALE_P99_GOAL_S = 5.0
 # How long the gateway must say ready before its outage is over (it may flap back for a moment).
 SCALE_SETTLE_S = 3.0
@@ -728,8 +729,9 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     status.serving nor the RoutingReady condition, which Crossplane wrote back from its cache
     before the answer was conditional on the XR's version (crossplane/crossplane#7062), says True
     again while the gateway says it is not ready. Every route says False within
-    SCALE_FOLLOW_BOUND_S, and within SCALE_P99_GOAL_S at the 99th percentile, of its gateway's
-    published not-ready word. The prober judges every route's requests meanwhile."""
+    SCALE_FOLLOW_BOUND_S of its gateway, both as decided and as published, and within
+    SCALE_P99_GOAL_S at the 99th percentile by issue #31's measure (decided). The prober judges
+    every route's requests meanwhile."""
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
     meter = _meter(env)
@@ -751,15 +753,18 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     r.notes.append(f"{SCALE_ROUTES} routes ready in {creation.seconds:.0f} s")
     r.notes.append(creation.summary())
     try:
-        rollout, follow, back = _count_stale_truth(env, r, set(names), meter)
+        rollout, follow, published, back = _count_stale_truth(env, r, set(names), meter)
         r.notes.append(rollout.summary())
         objects = sum(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
-        record = scale_record(SCALE_ROUTES, follow, back, creation, rollout, objects=objects)
+        record = scale_record(
+            SCALE_ROUTES, follow, back, creation, rollout, published=published, objects=objects
+        )
         SCALE_OUT.mkdir(parents=True, exist_ok=True)
         (SCALE_OUT / f"routes-{SCALE_ROUTES}.json").write_text(json.dumps(record, indent=2) + "\n")
         r.line = scale_line(record)
         # The gates come after the figures are written: make scale-curve fits them whatever N did.
         assert record["follow_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
+        assert record["published_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
         assert record["follow_s"]["p99"] <= SCALE_P99_GOAL_S, (
             f"issue #31's goal: every route False within {SCALE_P99_GOAL_S:.0f} s (p99) of its gateway; "
             f"{r.line}"
@@ -798,11 +803,12 @@ def _meter(env: Env) -> Meter:
 
 def _count_stale_truth(
     env: Env, r: Report, names: set[str], meter: Meter
-) -> tuple[Phase, list[float], float]:
-    """Roll Envoy and watch every route through the gateway's outage. Returns the rollout's cost,
-    the seconds from the gateway's not-ready word until each route's (published, as a watch
-    delivered them: timeline.outage), and the seconds from the gateway's return until every
-    route said True again."""
+) -> tuple[Phase, list[float], list[float], float]:
+    """Roll Envoy and watch every route through the gateway's outage. Returns the rollout's cost;
+    how late each route followed its gateway by issue #31's measure (the function's decisions
+    and the conditions' lastTransitionTime: costs.follow_times) and as published (each XR's word
+    as a watch delivered it: timeline.outage); and the seconds from the gateway's return until
+    every route said True again, as published."""
     gateway_xr = f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}"
     routes = [f"ModelRoute {ROUTE[0]}/{n}" for n in sorted(names)]
     watcher = Watcher(env.kube, [(XR_API, "InferenceGateway", GATEWAY[0]), (XR_API, "ModelRoute", ROUTE[0])])
@@ -850,12 +856,15 @@ def _count_stale_truth(
     calls_made = meter.answered()
     again, _, _ = decided_true_again(calls_made, gateway_xr, started)
     ours = sorted(x.rsplit("/", 1)[-1] for x in again if x.startswith("ModelRoute "))
-    # How far behind the function's decisions the published word came: Crossplane's queue and writes.
-    queue = follow_times(calls_made, gateway_xr, started, {}, routes)
+    # Issue #31's measure: from the function's decision that the gateway is not ready to each
+    # route's decision or its condition's lastTransitionTime. The published word comes after
+    # Crossplane has applied the route's composed resources and written its status.
+    stamps = first_false_stamps(watcher.words(), started)
+    follow = follow_times(calls_made, gateway_xr, started, stamps, routes)
     r.notes.append(
         f"the function's calls: {len(ours)} routes decided True again after False"
         + (f" ({', '.join(ours[:5])})" if ours else "")
-        + f", each decided not ready {_spread(queue)} after the gateway was"
+        + f", each decided not ready (or its condition stamped so) {_spread(follow)} after the gateway was"
         + f"; as published (status.serving): {_outage_summary(published)}"
         + "; the RoutingReady condition (written back by Crossplane before #32, #7062): "
         + _outage_summary(condition_said)
@@ -865,7 +874,7 @@ def _count_stale_truth(
     # an older decision or condition back over a newer one: neither may say True again.
     assert not published.true_again, r.notes[-1]
     assert not condition_said.true_again, r.notes[-1]
-    return rollout, published.follow, published.back
+    return rollout, follow, published.follow, published.back
 
 
 def decided(word: Seen) -> bool:

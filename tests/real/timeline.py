@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tests.real.prober import said
+from tests.real.report import condition, ts
 
 if TYPE_CHECKING:
     from tests.real.kube import Kube
@@ -33,6 +34,7 @@ class Seen:
     xr: str  # "<Kind> <namespace>/<name>"
     decided: bool  # what its function last decided (status.serving, as prober.said reads it)
     condition: bool  # whether its main condition says True
+    since: float | None = None  # its main condition's lastTransitionTime (whole seconds)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,15 @@ def outage(
         max((_ready_after(words, r, up, by) - up for r in routes), default=0.0) if up < math.inf else math.inf
     )
     return Outage(down, up, follow, route_seconds, true_again, back)
+
+
+def first_false_stamps(seen: Sequence[Seen], since: float) -> dict[str, float]:
+    """Each XR's condition's lastTransitionTime as it first said False at or after `since`."""
+    stamps: dict[str, float] = {}
+    for s in sorted(seen, key=lambda s: s.at):
+        if s.at >= since and not s.condition and s.since is not None:
+            stamps.setdefault(s.xr, s.since)
+    return stamps
 
 
 def _word_before(words: Sequence[Seen], xr: str, t: float, by: Callable[[Seen], bool]) -> bool | None:
@@ -182,8 +193,10 @@ class Watcher:
             return
         kind, meta = obj["kind"], obj["metadata"]
         xr = f"{kind} {meta.get('namespace')}/{meta['name']}"
-        word = said(obj, "GatewayReady" if kind == "InferenceGateway" else "RoutingReady")
+        typ = "GatewayReady" if kind == "InferenceGateway" else "RoutingReady"
+        word = said(obj, typ)
+        stamp = condition(obj, typ).get("lastTransitionTime")
         with self._lock:
             if self._last.get(xr) != word:
                 self._last[xr] = word
-                self.seen.append(Seen(at, xr, *word))
+                self.seen.append(Seen(at, xr, *word, since=ts(stamp) if stamp else None))
