@@ -52,6 +52,9 @@ FUNCTION = release.read().function_name
 CROSSPLANE_ARGS = tuple(
     yaml.safe_load((EXAMPLES / "install" / "helm" / "crossplane-values.yaml").read_text())["args"]
 )
+# More of them for one run, to measure a flag before it is shipped (docs/operations.md, "Flags at
+# scale"): FGR_CROSSPLANE_ARGS="--max-reconcile-rate=10" make scale.
+EXTRA_CROSSPLANE_ARGS = tuple(os.environ.get("FGR_CROSSPLANE_ARGS", "").split())
 CROSSPLANE_NS = "crossplane-system"
 # FGR_OBSERVE_GATEWAY=0 runs the ModelRoute Composition with the Input's
 # observeGateway: false, as docs/operations.md advises on Crossplane v2.4.
@@ -230,6 +233,7 @@ class CrossplaneStack:
                 "start",
                 "--debug",
                 *CROSSPLANE_ARGS,
+                *EXTRA_CROSSPLANE_ARGS,
             ],
             env={
                 # Go's own resolver, which reads every address a hosts file gives a name.
