@@ -1310,6 +1310,15 @@ def _word(at: float, xr: str, decided: bool, condition: bool | None = None) -> t
     return timeline.Seen(at, xr, decided, decided if condition is None else condition)
 
 
+def _rounded(said: dict[str, Any]) -> dict[str, Any]:
+    """Seconds compared to the microsecond: sums of float timestamps are not exact."""
+
+    def r(x: Any) -> Any:
+        return [r(v) for v in x] if isinstance(x, list) else round(x, 6) if isinstance(x, float) else x
+
+    return {k: r(v) for k, v in said.items()}
+
+
 OUTAGE_CASES = [
     (
         "each route follows from the gateway's published not-ready word to its own",
@@ -1488,14 +1497,51 @@ def test_what_the_routes_said_over_their_gateways_outage(
 ) -> None:
     got = timeline.outage(seen, GW, [R1, R2], 5.0, until=30.0, by=lambda s: s.decided)
     assert got is not None, name
-    got_said = {k: getattr(got, k) for k in want}
-    got_said["route_seconds"] = round(got_said["route_seconds"], 6)
-    assert got_said == {**want, "route_seconds": round(want["route_seconds"], 6)}, name
+    assert _rounded({k: getattr(got, k) for k in want}) == _rounded(want), name
 
 
 def test_a_gateway_that_never_went_down_has_no_outage() -> None:
     seen = [_word(0, GW, True), _word(6, R1, False), _word(7, GW, True)]
     assert timeline.outage(seen, GW, [R1], 5.0, until=30.0, by=lambda s: s.decided) is None
+
+
+JUDGED_CASES = [
+    (
+        "a route that says ready after its gateway decided so, before its status did, is not true again",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(10, GW, False),
+            _word(11, R1, False),
+            _word(20.2, R1, True),
+            _word(21, GW, True),
+        ],
+        [_word(0, GW, True), _word(9.5, GW, False), _word(20, GW, True)],
+        {"follow": [1.0], "true_again": [], "route_seconds": 1.5, "back": 0.2},
+    ),
+    (
+        "a route that says ready while its gateway decided it was not is true again",
+        [
+            _word(0, GW, True),
+            _word(0, R1, True),
+            _word(10, GW, False),
+            _word(11, R1, False),
+            _word(15, R1, True),
+            _word(21, GW, True),
+        ],
+        [_word(0, GW, True), _word(9.5, GW, False), _word(20, GW, True)],
+        {"follow": [1.0], "true_again": [R1], "route_seconds": 1.5 + 5.0, "back": 0.0},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "seen", "judge", "want"), JUDGED_CASES, ids=[c[0] for c in JUDGED_CASES])
+def test_routes_are_judged_against_what_their_gateways_function_decided(
+    name: str, seen: list[timeline.Seen], judge: list[timeline.Seen], want: dict[str, Any]
+) -> None:
+    got = timeline.outage(seen, GW, [R1], 5.0, until=30.0, by=lambda s: s.decided, judge=judge)
+    assert got is not None, name
+    assert _rounded({k: getattr(got, k) for k in want}) == _rounded(want), name
 
 
 def test_the_condition_is_read_apart_from_the_decision() -> None:

@@ -847,13 +847,19 @@ def _count_stale_truth(
         calls_made=meter.calls("ModelRoute", before.at, after.at),
         transitions=2,
     )
-    published, condition_said = through(decided), through(lambda s: s.condition)
-    assert published is not None, "the gateway's outage was seen"
-    assert condition_said is not None, "the gateway's outage was seen"
     # What the function itself decided, call by call (its --debug lines): a route it judged not
     # serving must not be judged serving again while it judges the gateway down. status.serving
     # is what Crossplane wrote of those decisions; it can come back older (below, named).
     calls_made = meter.answered()
+    # The routes' published words are judged against the gateway's decisions: a route reads the
+    # serving record, applied before the gateway's status, and can rightly say ready first.
+    judge = [Seen(c.at, c.xr, c.ready, c.ready) for c in calls_made if c.xr == gateway_xr]
+    published = outage(watcher.words(), gateway_xr, routes, started, until=after.at, by=decided, judge=judge)
+    condition_said = outage(
+        watcher.words(), gateway_xr, routes, started, until=after.at, by=lambda s: s.condition, judge=judge
+    )
+    assert published is not None, "the gateway's outage was seen"
+    assert condition_said is not None, "the gateway's outage was seen"
     again, _, _ = decided_true_again(calls_made, gateway_xr, started)
     ours = sorted(x.rsplit("/", 1)[-1] for x in again if x.startswith("ModelRoute "))
     # Issue #31's measure: from the function's decision that the gateway is not ready to each
@@ -891,7 +897,9 @@ def _spread(seconds: list[float]) -> str:
 
 def _outage_summary(o: Outage) -> str:
     turned = sum(f < math.inf for f in o.follow)
+    again = [x.rsplit("/", 1)[-1] for x in o.true_again]
     return (
         f"{turned} of {len(o.follow)} turned False ({_spread(o.follow)} after the gateway), "
-        f"{o.route_seconds:.0f} route-seconds True meanwhile, {len(o.true_again)} True again after False"
+        f"{o.route_seconds:.0f} route-seconds True meanwhile, {len(again)} True again after False"
+        + (f" ({', '.join(again[:5])})" if again else "")
     )

@@ -64,41 +64,53 @@ def outage(
     *,
     until: float,
     by: Callable[[Seen], bool],
+    judge: Sequence[Seen] | None = None,
 ) -> Outage | None:
     """The gateway's first outage after `since`, read with `by` (decided or condition) from the
-    words that arrived until `until`; None if the gateway said nothing but ready meanwhile."""
+    words that arrived until `until`; None if the gateway said nothing but ready meanwhile.
+
+    Routes follow from the gateway's published not-ready word (what a client reads). Whether a
+    route said ready while its gateway was not (true again, route-seconds), and when the gateway
+    was back, are judged against `judge`, the gateway's own words as its function decided them,
+    where given: a route reads the serving record, which Crossplane applies before it writes the
+    gateway's status, so a route can rightly say ready a moment before its gateway's status does.
+    """
     words = sorted((s for s in seen if s.at <= until), key=lambda s: s.at)
-    gw = [(s.at, by(s)) for s in words if s.xr == gateway]
-    down = next((t for t, ready in gw if t >= since and not ready), None)
+    published = [(s.at, by(s)) for s in words if s.xr == gateway]
+    down = next((t for t, ready in published if t >= since and not ready), None)
     if down is None:
         return None
-    last_down = max(i for i, (_, ready) in enumerate(gw) if not ready)
-    up = gw[last_down + 1][0] if last_down + 1 < len(gw) else math.inf
+    judged = sorted((s for s in judge if s.at <= until), key=lambda s: s.at) if judge is not None else None
+    gw_words = judged if judged is not None else [s for s in words if s.xr == gateway]
+    gw = [(s.at, by(s)) for s in gw_words]
+    # A judged gateway decided it was not ready before its status said so: from then on.
+    start = min(down, next((t for t, ready in gw if t >= since and not ready), down))
+    last_down = max((i for i, (_, ready) in enumerate(gw) if not ready), default=None)
+    up = gw[last_down + 1][0] if last_down is not None and last_down + 1 < len(gw) else math.inf
     end = min(up, until)
     follow: list[float] = []
     true_again: list[str] = []
     route_seconds = 0.0
     for route in routes:
-        # The gateway's and the route's words from `down` to `end`, in order: (when, gateway ready, route ready).
+        # The gateway's and the route's words from `start` to `end`, in order: (when, gateway ready, route ready).
+        mine = sorted([*(s for s in gw_words), *(s for s in words if s.xr == route)], key=lambda s: s.at)
         steps: list[tuple[float, bool, bool | None]] = []
-        gw_ready: bool = False
+        gw_ready = True
         route_ready: bool | None = None
-        for s in words:
-            if s.xr not in (gateway, route):
-                continue
-            if s.xr == gateway:
-                gw_ready = by(s)
-            else:
+        for s in mine:
+            if s.xr == route:
                 route_ready = by(s)
+            else:
+                gw_ready = by(s)
             if s.at >= end:
                 break
-            if s.at >= down:
+            if s.at >= start:
                 steps.append((s.at, gw_ready, route_ready))
-        if not steps or steps[0][0] > down:
-            # Nothing said at `down` itself: what each said last before it, from `down` on.
-            steps.insert(0, (down, False, _word_before(words, route, down, by)))
+        if not steps or steps[0][0] > start:
+            # Nothing said at `start` itself: what each said last before it, from `start` on.
+            steps.insert(0, (start, False, _word_before(words, route, start, by)))
         first_false = next((i for i, (_, _, r) in enumerate(steps) if r is False), None)
-        follow.append(steps[first_false][0] - down if first_false is not None else math.inf)
+        follow.append(max(0.0, steps[first_false][0] - down) if first_false is not None else math.inf)
         if first_false is not None and any(r and not g for _, g, r in steps[first_false:]):
             true_again.append(route)
         for (t, g, r), nxt in zip(steps, [*(t for t, _, _ in steps[1:]), end], strict=True):
