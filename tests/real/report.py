@@ -143,7 +143,8 @@ def _phase_record(phase: Phase) -> dict[str, Any]:
 MEMORY_NAMED = ("function", "crossplane")
 
 
-def _spread(seconds: list[float]) -> dict[str, float]:
+def spread(seconds: list[float]) -> dict[str, float]:
+    """p50, p99 and max of some seconds."""
     return {"p50": percentile(seconds, 50), "p99": percentile(seconds, 99), "max": max(seconds)}
 
 
@@ -166,8 +167,8 @@ def scale_record(
         "routes": n,
         "stack": versions_line(),
         "objects_per_route": round(objects / n, 2),  # provider-kubernetes Objects the routes composed
-        "follow_s": _spread(follow),
-        "published_s": _spread(published),
+        "follow_s": spread(follow),
+        "published_s": spread(published),
         "back_s": round(back, 1),
         "creation": _phase_record(creation),
         "rollout": _phase_record(rollout),

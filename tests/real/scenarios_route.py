@@ -45,7 +45,7 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
-from tests.real.report import percentile, scale_line, scale_record
+from tests.real.report import scale_line, scale_record, spread
 from tests.real.timeline import Outage, Seen, Watcher, first_false_stamps, outage
 from tests.support import EXAMPLES, ROOT
 
@@ -888,11 +888,7 @@ def decided(word: Seen) -> bool:
 
 
 def _spread(seconds: list[float]) -> str:
-    return (
-        f"p50 {percentile(seconds, 50):.1f} s, p99 {percentile(seconds, 99):.1f} s, max {max(seconds):.1f} s"
-        if seconds
-        else "-"
-    )
+    return ", ".join(f"{k} {v:.1f} s" for k, v in spread(seconds).items()) if seconds else "-"
 
 
 def _outage_summary(o: Outage) -> str:
