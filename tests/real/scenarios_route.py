@@ -717,7 +717,8 @@ SCALE_OUT = Path(os.environ.get("FGR_SCALE_OUT", str(ROOT / "_output" / "scale")
 SCALE_FOLLOW_BOUND_S = 20.0
 # Issue #31's goal for this machine: every route False within 5 s (p99) of its gateway, "from the
 # API server's timestamps": the conditions' lastTransitionTime, and the function's decisions where
-# a stamp truncated to the second would read early. What a client reads comes later (published). It names N=300; CI runs N=100 and fails past it (make scale).
+# a stamp truncated to the second would read early. What a client reads comes later (published).
+# It names N=300; CI runs N=100 and fails past it (make scale).
 SCALE_P99_GOAL_S = 5.0
 # How long the gateway must say ready before its outage is over (it may flap back for a moment).
 SCALE_SETTLE_S = 3.0

@@ -48,9 +48,8 @@ class Outage:
 
     down: float  # when the gateway's not-ready word arrived
     up: float  # when its ready word after its last not-ready one arrived (inf: not yet)
-    follow: list[
-        float
-    ]  # per route, seconds from `down` to its not-ready word (0: it said so first; inf: never)
+    # Per route, seconds from `down` to its not-ready word (0: it said so first; inf: never).
+    follow: list[float]
     route_seconds: float  # seconds each route said ready while its gateway said not ready, summed
     true_again: list[str]  # routes that said ready after not ready, while the gateway said not ready
     back: float  # seconds from `up` until the last route said ready for good (inf: one has not)
