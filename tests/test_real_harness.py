@@ -43,7 +43,7 @@ from tests.real import (
 )
 from tests.real.dataplane import DataPlane
 from tests.real.process import ConformanceError
-from tests.real.processes import Supervisor
+from tests.real.processes import Liveness, Supervisor
 from tests.real.report import Report
 from tests.real.upstreams import Upstream
 from tests.real.versions import CROSSPLANE_OLDEST, Component
@@ -509,6 +509,119 @@ def test_a_component_a_fault_killed_stays_down_until_the_fault_ends(tmp_path: Pa
         assert sup.restart(held).alive()
     finally:
         sup.stop_all()
+
+
+class _Health:
+    """A /healthz that answers the status a test sets (None: the connection is closed unanswered)."""
+
+    def __init__(self) -> None:
+        self.status: int | None = 200
+        health = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if health.status is None:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.send_response(health.status)
+                self.end_headers()
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/healthz"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("status", "passes"),
+    [
+        pytest.param(200, True, id="a 200 passes"),
+        pytest.param(302, True, id="a redirect passes, as the kubelet counts 200 to 399"),
+        pytest.param(500, False, id="a 500 fails"),
+        pytest.param(None, False, id="a connection closed without an answer fails"),
+    ],
+)
+def test_a_liveness_probe_passes_as_the_kubelet_judges_an_http_get(status: int | None, passes: bool) -> None:
+    health = _Health()
+    health.status = status
+    try:
+        assert Liveness(health.url, timeout_s=2).passes() is passes
+    finally:
+        health.close()
+
+
+def test_a_liveness_probe_to_a_closed_port_fails() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: refused
+        assert Liveness(f"http://127.0.0.1:{port}/healthz").passes() is False
+
+
+def test_a_component_whose_liveness_probe_fails_in_a_row_is_restarted_and_counted(tmp_path: Path) -> None:
+    health = _Health()
+    sup = Supervisor(tmp_path, tick_s=0.05)
+    proc = sup.start("wedged", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sup.probe_liveness("wedged", Liveness(health.url, period_s=0.1, failure_threshold=3))
+        sup.keep_running(lambda _p: True)
+        time.sleep(1)  # ten rounds of passing probes
+        assert sup.find("wedged") is proc
+        assert sup.liveness_restarts == {}
+        health.status = 500
+        assert _wait_until(lambda: sup.liveness_restarts.get("wedged", 0) >= 1)
+        again = sup.find("wedged")
+        assert again is not proc
+        assert not proc.alive()
+        assert again.alive()
+        assert "failed 3 times" in again.log.read_text()
+        # Not an exit: keep_running's count is of processes that exited on their own.
+        assert "wedged" not in sup.restarts
+    finally:
+        sup.stop_all()
+        health.close()
+
+
+def test_failures_that_do_not_come_in_a_row_restart_nothing(tmp_path: Path) -> None:
+    health = _Health()
+    sup = Supervisor(tmp_path, tick_s=0.05)
+    proc = sup.start("flaky", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sup.probe_liveness("flaky", Liveness(health.url, period_s=0.1, failure_threshold=3))
+        sup.keep_running(lambda _p: True)
+        for _ in range(6):  # two failures, then a pass: never three in a row
+            health.status = 500
+            time.sleep(0.2)
+            health.status = 200
+            time.sleep(0.15)
+        assert sup.liveness_restarts == {}
+        assert sup.find("flaky") is proc
+    finally:
+        sup.stop_all()
+        health.close()
+
+
+def test_a_component_a_fault_holds_down_is_not_probed_back(tmp_path: Path) -> None:
+    health = _Health()
+    health.status = 500
+    sup = Supervisor(tmp_path, tick_s=0.05)
+    proc = sup.start("held", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sup.probe_liveness("held", Liveness(health.url, initial_delay_s=0.3, period_s=0.1))
+        sup.keep_running(lambda _p: True)
+        sup.kill(proc)
+        time.sleep(1)
+        assert sup.liveness_restarts == {}
+        assert not sup.find("held").alive()
+    finally:
+        sup.stop_all()
+        health.close()
 
 
 def test_a_killed_process_starts_again_the_same_way(tmp_path: Path) -> None:

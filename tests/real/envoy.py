@@ -30,12 +30,15 @@ from tests.real.crossplane import module_dir
 from tests.real.kube import Kube, condition, wait
 from tests.real.network import Lab
 from tests.real.process import ConformanceError
-from tests.real.processes import PRIVATE_MOUNTS, Supervisor, port_open
+from tests.real.processes import PRIVATE_MOUNTS, Liveness, Supervisor, port_open
 from tests.real.versions import ENVOY_AI_GATEWAY, ENVOY_GATEWAY, Component
 from tests.support import load_yaml
 
 EG_NS = "envoy-gateway-system"
 AIGW_NS = "envoy-ai-gateway-system"
+# Envoy Gateway's health probes (/healthz, /readyz): its manager's healthProbeBindAddress
+# (internal/provider/kubernetes/kubernetes.go, v1.8.3).
+EG_HEALTH_PORT = 8081
 GATEWAY_CLASS = "envoy-ai-gateway"
 CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
 # Envoy AI Gateway's controller (and webhook) process, by its Supervisor name.
@@ -282,4 +285,15 @@ class EnvoyStack:
             "Envoy Gateway's xDS server listening",
             lambda: port_open(18000, self.lab.ip("envoy-gateway")),
             timeout=90,
+        )
+        # The Helm chart's livenessProbe (charts/gateway-helm/templates/envoy-gateway-deployment.yaml,
+        # v1.8.3): after losing its leader lease Envoy Gateway goes on running, reconciling nothing,
+        # and its manager's health server on :8081 is gone; a kubelet restarts it 40 to 60 s later.
+        self.sup.probe_liveness(
+            "envoy-gateway",
+            Liveness(
+                f"http://{self.lab.ip('envoy-gateway')}:{EG_HEALTH_PORT}/healthz",
+                initial_delay_s=15,
+                period_s=20,
+            ),
         )

@@ -243,6 +243,11 @@ def _print_restarts(env: Env) -> None:
             f"integration: components started again after they exited on their own: {env.sup.restarts}",
             file=sys.stderr,
         )
+    if env.sup.liveness_restarts:
+        print(
+            f"integration: components restarted after their liveness probe failed: {env.sup.liveness_restarts}",
+            file=sys.stderr,
+        )
     if env.plane.errors:
         print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
 

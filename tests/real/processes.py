@@ -9,6 +9,7 @@ fails. Logs stay in the run's folder, so a red run explains itself.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,43 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+@dataclass(frozen=True)
+class Liveness:
+    """A kubelet's httpGet liveness probe, with the kubelet's defaults for what a chart leaves out.
+
+    Any status from 200 to 399 is a success, anything else (a refused
+    connection, a timeout, a 500) a failure; after `failure_threshold`
+    failures in a row the container is killed and started again.
+    """
+
+    url: str
+    initial_delay_s: float = 0.0
+    period_s: float = 10.0
+    timeout_s: float = 1.0
+    failure_threshold: int = 3
+
+    def passes(self) -> bool:
+        # http.client, not urllib: a redirect is a success as it stands, not followed.
+        url = urllib.parse.urlsplit(self.url)
+        conn = http.client.HTTPConnection(url.hostname or "", url.port or 80, timeout=self.timeout_s)
+        try:
+            conn.request("GET", url.path or "/")
+            return 200 <= conn.getresponse().status < 400
+        except (OSError, http.client.HTTPException):  # refused, timed out, closed without an answer
+            return False
+        finally:
+            conn.close()
+
+
+@dataclass
+class _Probing:
+    """Where one process's liveness probe stands: when it is next sent, and the failures in a row."""
+
+    probe: Liveness
+    due: float
+    failures: int = 0
+
+
 @dataclass
 class Process:
     name: str
@@ -78,7 +117,7 @@ class Process:
 class Supervisor:
     """Starts processes, remembers them, and stops all of them in reverse order."""
 
-    def __init__(self, logdir: Path) -> None:
+    def __init__(self, logdir: Path, *, tick_s: float = 1.0) -> None:
         self.logdir = logdir
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.processes: list[Process] = []
@@ -89,6 +128,10 @@ class Supervisor:
         self._kept: Callable[[Process], bool] = lambda _p: False
         # Processes a fault scenario took down on purpose: not started again until it says so.
         self._held: set[str] = set()
+        # Liveness probes by process name (probe_liveness), and the restarts they caused.
+        self._probing: dict[str, _Probing] = {}
+        self.liveness_restarts: dict[str, int] = {}
+        self._tick_s = tick_s
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._watchdog: threading.Thread | None = None
@@ -131,8 +174,57 @@ class Supervisor:
         self._watchdog = threading.Thread(target=self._watch, name="supervisor", daemon=True)
         self._watchdog.start()
 
+    def probe_liveness(self, name: str, probe: Liveness) -> None:
+        """Probe a component as its chart's livenessProbe has the kubelet probe it (with keep_running).
+
+        Some components fail without exiting: Envoy Gateway v1.8.3 goes on
+        running after it loses its leader lease, reconciling nothing, with
+        its health port closed (docs/testing.md). A cluster's kubelet
+        restarts it once the probe fails failure_threshold times; so does
+        this. The probe starts over after every start of the process.
+        """
+        with self._lock:
+            self._probing[name] = _Probing(probe, time.monotonic() + probe.initial_delay_s)
+
+    def _probe(self) -> None:
+        """One round of liveness probes: the due ones are sent, and a process that failed enough is restarted."""
+        now = time.monotonic()
+        with self._lock:
+            due = [
+                (name, probing)
+                for name, probing in self._probing.items()
+                if probing.due <= now and name not in self._held
+            ]
+        for name, probing in due:
+            passed = probing.probe.passes()  # outside the lock: a probe may take its whole timeout
+            with self._lock:
+                found = [p for p in self.processes if p.name == name]
+                if (
+                    not found
+                    or not found[-1].alive()
+                    or name in self._held
+                    or self._probing.get(name) is not probing
+                ):
+                    continue  # stopped, exited (keep_running's to start again) or taken down by a fault meanwhile
+                probing.due = now + probing.probe.period_s
+                probing.failures = 0 if passed else probing.failures + 1
+                if probing.failures < probing.probe.failure_threshold:
+                    continue
+                proc = found[-1]
+                self.liveness_restarts[name] = self.liveness_restarts.get(name, 0) + 1
+                with proc.log.open("a") as log:
+                    log.write(
+                        f"\n--- liveness probe {probing.probe.url} failed {probing.failures} times: "
+                        "killed and started again ---\n"
+                    )
+                try:
+                    self._respawn(proc)
+                except Exception as e:  # one failed start must not end the watchdog for the run
+                    self.failed_restarts.append(f"{name}: {type(e).__name__}: {e}")
+
     def _watch(self) -> None:
-        while not self._stopping.wait(1.0):
+        while not self._stopping.wait(self._tick_s):
+            self._probe()
             with self._lock:
                 gone = [
                     p for p in self.processes if not p.alive() and p.name not in self._held and self._kept(p)
@@ -176,8 +268,15 @@ class Supervisor:
     def _respawn(self, proc: Process) -> Process:
         # Whatever the dead process started goes first: it may hold the ports.
         _signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(timeout=10)
         if proc in self.processes:
             self.processes.remove(proc)
+        probing = self._probing.get(proc.name)
+        if probing is not None:  # a new container: its probe starts over, after its initial delay
+            self._probing[proc.name] = _Probing(
+                probing.probe, time.monotonic() + probing.probe.initial_delay_s
+            )
         return self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)
 
     def wait_until(self, proc: Process, what: str, check: Callable[[], bool], timeout: float = 60) -> None:

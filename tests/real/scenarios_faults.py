@@ -74,6 +74,9 @@ STALE_DOWN_S = 20.0
 # How long a killed component stays down: long enough that what is in flight (a rollout, a
 # route added) moves on without it, and no longer (each second costs CI time).
 OUTAGE_S = 10.0
+# The longest a wedged Envoy Gateway waits for its liveness probe: three failed
+# probes 20 s apart, each waiting up to 1 s, from a round up to 20 s away, and a margin.
+LIVENESS_BOUND_S = 90.0
 # Requests while a pod's container is down: one every BURST_EVERY_S.
 BURST_EVERY_S = 0.05
 
@@ -101,6 +104,8 @@ class Fault:
     during: str  # "rollout", "route added" or "traffic"
     # Down past Crossplane's reconcile timeout: the XRs must say Synced=False before it is back.
     past_timeout: bool = False
+    # Hung until its liveness probe has it restarted (tests/real/processes.py), down_s at most.
+    until_restarted: bool = False
 
 
 def _composed(env: Env) -> dict[str, str]:
@@ -242,6 +247,18 @@ def _in_flight(env: Env, fault: Fault) -> None:
         _add_route(env)
 
 
+def _outage(env: Env, fault: Fault, probed_back: int) -> None:
+    """The fault's time down: down_s, or until the component's liveness probe has had it restarted."""
+    if not fault.until_restarted:
+        time.sleep(fault.down_s)
+        return
+    wait(
+        f"{fault.component}'s liveness probe to have it restarted",
+        lambda: env.sup.liveness_restarts.get(fault.component, 0) > probed_back,
+        fault.down_s,
+    )
+
+
 def _survive(env: Env, r: Report, fault: Fault) -> None:
     wait("every XR serving before the fault", lambda: _serving(env), CONVERGE_S)
     before = _settled(env)
@@ -251,6 +268,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
         _check_kept(env, r, before, _deletes_since(env, fault, deletes))
         return
     proc = env.sup.find(fault.component)
+    probed_back = env.sup.liveness_restarts.get(fault.component, 0)
     template = _settled_template(env) if fault.during == "rollout" else None
     reporter = fault.component in REPORTERS
     down = env.prober.reporter_down() if reporter else contextlib.nullcontext()
@@ -261,6 +279,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             # Detection starts before the fault lands: a probe answered between the two
             # is detection, not a lie (CI counted one such request against envoy_killed).
             env.prober.fault()
+            started = time.time()
             if fault.how == "kill":
                 env.sup.kill(proc)
             else:
@@ -268,18 +287,20 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             try:
                 if fault.component not in API:
                     _in_flight(env, fault)
-                time.sleep(fault.down_s)
+                _outage(env, fault, probed_back)
                 _say_unsynced(env, r, fault)
                 # The calls answered by the component's return (none while the function is down).
                 answered = _calls(env.sup.find("function"))
             finally:
                 # Back whatever happened meanwhile: a fault that failed half-way leaves no
                 # component held down or hung (a hung one ignores the teardown's SIGTERM).
+                # A hung one its liveness probe had restarted is gone: resuming it is a no-op.
                 if fault.how == "kill":
                     env.sup.restart(proc)
                 else:
                     env.sup.resume(proc)
             back = time.time()
+            down = back - started
             if reporter:
                 _reconciled_again(env, answered)
         env.prober.fault()
@@ -287,8 +308,13 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             f"every XR serving after {fault.component} came back", lambda: _serving(env, template), CONVERGE_S
         )
         r.recovery = time.time() - back
+        restarted = (
+            f", restarted by its liveness probe ({env.sup.liveness_restarts[fault.component] - probed_back})"
+            if fault.until_restarted
+            else ""
+        )
         r.notes.append(
-            f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {fault.down_s:.0f} s "
+            f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {down:.0f} s{restarted} "
             f"during a {fault.during}; truth {r.recovery:.0f} s after it came back"
         )
     except BaseException:
@@ -714,13 +740,19 @@ FAULTS: list[Callable[[Env, Report], None]] = [
     # Before the API server and etcd go down: Envoy Gateway v1.8.3 lost its leader lease in
     # etcd_killed and stopped reconciling without exiting (internal/provider/runner/runner.go
     # logs the provider's error and goes on), so a route created after it was never Accepted
-    # (fresh-clone CI of b2d9fc7). The harness has no liveness probe to restart it as a kubelet
-    # would (docs/testing.md).
+    # (fresh-clone CI of b2d9fc7). Its liveness probe now has it restarted 40 to 60 s later
+    # (envoy_gateway_wedged); the order stays, so no backend fault waits out that minute.
     backend_killed,
     backend_slowed,
     _scenario("crossplane_killed", Fault("crossplane", "kill", OUTAGE_S, "route added")),
     _scenario("provider_killed", Fault("provider-kubernetes", "kill", OUTAGE_S, "rollout")),
     _scenario("envoy_gateway_killed", Fault("envoy-gateway", "kill", OUTAGE_S, "route added")),
+    # Hung: alive, reconciling nothing, its /healthz unanswered, as after losing its leader lease
+    # (above) to a kubelet, until its liveness probe has it restarted (20 s apart, 3 failures).
+    _scenario(
+        "envoy_gateway_wedged",
+        Fault("envoy-gateway", "hang", LIVENESS_BOUND_S, "route added", until_restarted=True),
+    ),
     _scenario(
         "ai_gateway_controller_killed", Fault("envoy-ai-gateway-controller", "kill", OUTAGE_S, "route added")
     ),
