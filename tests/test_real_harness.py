@@ -564,61 +564,139 @@ def test_a_liveness_probe_to_a_closed_port_fails() -> None:
         assert Liveness(f"http://127.0.0.1:{port}/healthz").passes() is False
 
 
-def test_a_component_whose_liveness_probe_fails_in_a_row_is_restarted_and_counted(tmp_path: Path) -> None:
+def test_a_liveness_probe_that_gets_no_answer_within_its_timeout_fails() -> None:
+    # Listening, never accepting: the kernel completes the connection, nothing answers (a
+    # SIGSTOPped server).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        started = time.monotonic()
+        assert Liveness(f"http://127.0.0.1:{s.getsockname()[1]}/healthz", timeout_s=0.3).passes() is False
+        assert time.monotonic() - started < 5
+
+
+class _Clock:
+    """The liveness probes' clock, stepped by a test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _probed(tmp_path: Path, health: _Health, **probe: Any) -> tuple[Supervisor, _Clock]:
+    """A supervisor with a sleeping "component" probed at health's URL, every 10 clock seconds."""
+    clock = _Clock()
+    sup = Supervisor(tmp_path, clock=clock)
+    sup.start("component", [sys.executable, "-c", "import time; time.sleep(60)"])
+    sup.probe_liveness("component", Liveness(health.url, period_s=10, grace_s=5, **probe))
+    return sup, clock
+
+
+def _rounds(sup: Supervisor, clock: _Clock, health: _Health, statuses: list[int | None]) -> None:
+    """One probe round per status, each a period after the last."""
+    for status in statuses:
+        health.status = status
+        sup._probe()
+        clock.now += 10
+
+
+@pytest.mark.parametrize(
+    ("statuses", "restarts"),
+    [
+        pytest.param([200] * 5, 0, id="passing probes restart nothing"),
+        pytest.param([500, 500], 0, id="two failures are not yet the threshold of three"),
+        pytest.param([500, 500, 500], 1, id="three failures in a row restart it"),
+        pytest.param([500, None, 500], 1, id="a connection closed unanswered is a failure like a 500"),
+        pytest.param(
+            [500, 500, 200, 500, 500, 200], 0, id="failures that do not come in a row restart nothing"
+        ),
+        pytest.param(
+            [500, 500, 500, 500, 500], 1, id="the probe starts over on the new process, so two more do not"
+        ),
+        pytest.param([500] * 6, 2, id="three more on the new process restart it again"),
+    ],
+)
+def test_a_component_is_restarted_after_failure_threshold_failed_probes_in_a_row(
+    tmp_path: Path, statuses: list[int | None], restarts: int
+) -> None:
     health = _Health()
-    sup = Supervisor(tmp_path, tick_s=0.05)
-    proc = sup.start("wedged", [sys.executable, "-c", "import time; time.sleep(60)"])
+    sup, clock = _probed(tmp_path, health, failure_threshold=3)
+    first = sup.find("component")
     try:
-        sup.probe_liveness("wedged", Liveness(health.url, period_s=0.1, failure_threshold=3))
-        sup.keep_running(lambda _p: True)
-        time.sleep(1)  # ten rounds of passing probes
-        assert sup.find("wedged") is proc
-        assert sup.liveness_restarts == {}
-        health.status = 500
-        assert _wait_until(lambda: sup.liveness_restarts.get("wedged", 0) >= 1)
-        again = sup.find("wedged")
-        assert again is not proc
-        assert not proc.alive()
-        assert again.alive()
-        assert "failed 3 times" in again.log.read_text()
+        _rounds(sup, clock, health, statuses)
+        assert sup.liveness_restarts.get("component", 0) == restarts
+        assert (sup.find("component") is first) is (restarts == 0)
+        assert sup.find("component").alive()
+        assert first.alive() is (restarts == 0)
         # Not an exit: keep_running's count is of processes that exited on their own.
-        assert "wedged" not in sup.restarts
+        assert sup.restarts == {}
     finally:
         sup.stop_all()
         health.close()
 
 
-def test_failures_that_do_not_come_in_a_row_restart_nothing(tmp_path: Path) -> None:
+def test_a_restarted_component_is_not_probed_before_its_initial_delay(tmp_path: Path) -> None:
     health = _Health()
-    sup = Supervisor(tmp_path, tick_s=0.05)
-    proc = sup.start("flaky", [sys.executable, "-c", "import time; time.sleep(60)"])
+    sup, clock = _probed(tmp_path, health, failure_threshold=1, initial_delay_s=25)
     try:
-        sup.probe_liveness("flaky", Liveness(health.url, period_s=0.1, failure_threshold=3))
-        sup.keep_running(lambda _p: True)
-        for _ in range(6):  # two failures, then a pass: never three in a row
-            health.status = 500
-            time.sleep(0.2)
-            health.status = 200
-            time.sleep(0.15)
-        assert sup.liveness_restarts == {}
-        assert sup.find("flaky") is proc
+        clock.now += 25
+        _rounds(sup, clock, health, [500])
+        again = sup.find("component")
+        assert sup.liveness_restarts == {"component": 1}
+        _rounds(sup, clock, health, [500, 500])  # 10 and 20 s after its start: within its initial delay
+        assert sup.find("component") is again
+        _rounds(sup, clock, health, [500])  # 30 s after
+        assert sup.liveness_restarts == {"component": 2}
+        assert "failed 1 times" in sup.find("component").log.read_text()
     finally:
         sup.stop_all()
         health.close()
 
 
-def test_a_component_a_fault_holds_down_is_not_probed_back(tmp_path: Path) -> None:
+def test_a_component_a_fault_holds_down_is_not_probed_until_the_fault_ends(tmp_path: Path) -> None:
+    health = _Health()
+    sup, clock = _probed(tmp_path, health, failure_threshold=3)
+    try:
+        _rounds(sup, clock, health, [500, 500])
+        sup.kill(sup.find("component"))
+        _rounds(sup, clock, health, [500, 500, 500])
+        assert sup.liveness_restarts == {}
+        assert not sup.find("component").alive()
+        # Back: a new process, whose probe starts over (one failure is not three).
+        sup.restart(sup.find("component"))
+        _rounds(sup, clock, health, [500])
+        assert sup.liveness_restarts == {}
+    finally:
+        sup.stop_all()
+        health.close()
+
+
+def test_a_stopped_component_is_no_longer_probed(tmp_path: Path) -> None:
+    health = _Health()
+    sup, clock = _probed(tmp_path, health, failure_threshold=1)
+    try:
+        sup.stop(sup.find("component"))
+        sup.start("component", [sys.executable, "-c", "import time; time.sleep(60)"])
+        _rounds(sup, clock, health, [500, 500])
+        assert sup.liveness_restarts == {}
+    finally:
+        sup.stop_all()
+        health.close()
+
+
+def test_the_watchdog_sends_the_probes(tmp_path: Path) -> None:
     health = _Health()
     health.status = 500
     sup = Supervisor(tmp_path, tick_s=0.05)
-    proc = sup.start("held", [sys.executable, "-c", "import time; time.sleep(60)"])
+    proc = sup.start("wedged", [sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        sup.probe_liveness("held", Liveness(health.url, initial_delay_s=0.3, period_s=0.1))
+        sup.probe_liveness("wedged", Liveness(health.url, period_s=0.05, failure_threshold=2, grace_s=1))
         sup.keep_running(lambda _p: True)
-        sup.kill(proc)
-        time.sleep(1)
-        assert sup.liveness_restarts == {}
-        assert not sup.find("held").alive()
+        assert _wait_until(lambda: sup.liveness_restarts.get("wedged", 0) >= 1)
+        health.status = 200
+        assert not proc.alive()
     finally:
         sup.stop_all()
         health.close()

@@ -286,14 +286,16 @@ class EnvoyStack:
             lambda: port_open(18000, self.lab.ip("envoy-gateway")),
             timeout=90,
         )
-        # The Helm chart's livenessProbe (charts/gateway-helm/templates/envoy-gateway-deployment.yaml,
-        # v1.8.3): after losing its leader lease Envoy Gateway goes on running, reconciling nothing,
-        # and its manager's health server on :8081 is gone; a kubelet restarts it 40 to 60 s later.
+        # The Helm chart's livenessProbe and grace (charts/gateway-helm/templates/
+        # envoy-gateway-deployment.yaml, v1.8.3): after losing its leader lease Envoy Gateway goes
+        # on running, reconciling nothing, and its manager's health server on :8081 is gone; a
+        # kubelet restarts it 40 to 60 s later (50 to 70 s if it ignores SIGTERM).
         self.sup.probe_liveness(
             "envoy-gateway",
             Liveness(
                 f"http://{self.lab.ip('envoy-gateway')}:{EG_HEALTH_PORT}/healthz",
                 initial_delay_s=15,
                 period_s=20,
+                grace_s=10,
             ),
         )

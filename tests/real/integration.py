@@ -252,6 +252,12 @@ def _print_restarts(env: Env) -> None:
         print(f"integration: data plane errors: {env.plane.errors[-5:]}", file=sys.stderr)
 
 
+def _liveness_restarts(before: dict[str, int], after: dict[str, int]) -> str:
+    """A clause for a scenario's notes: the components a liveness probe restarted during it."""
+    restarted = {name: n - before.get(name, 0) for name, n in after.items() if n > before.get(name, 0)}
+    return f", restarted by a liveness probe: {restarted}" if restarted else ""
+
+
 def _print_unrun(unrun: list[Callable[..., None]]) -> None:
     """A failure stops the run (later scenarios build on earlier ones): say which never ran."""
     if unrun:
@@ -314,6 +320,7 @@ def main() -> int:
                 since = int(time.time())
                 t0 = time.monotonic()
                 released_before = len(env.released)
+                probed_back = dict(env.sup.liveness_restarts)
                 try:
                     scenario(env, report)
                     report.ok = True
@@ -332,6 +339,7 @@ def main() -> int:
                         if len(env.released) > released_before
                         else ""
                     )
+                    + _liveness_restarts(probed_back, env.sup.liveness_restarts)
                 )
                 if report.ok and (judged.lying or judged.leaks):
                     report.ok = False

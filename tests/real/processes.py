@@ -63,9 +63,12 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 class Liveness:
     """A kubelet's httpGet liveness probe, with the kubelet's defaults for what a chart leaves out.
 
-    Any status from 200 to 399 is a success, anything else (a refused
-    connection, a timeout, a 500) a failure; after `failure_threshold`
-    failures in a row the container is killed and started again.
+    Any status from 200 to 399 is a success (a redirect is not followed:
+    /healthz endpoints do not redirect), anything else (a refused
+    connection, no answer within timeout_s, a 500) a failure. After
+    failure_threshold failures in a row the container is stopped as the
+    kubelet stops it (SIGTERM, then SIGKILL after the pod's
+    terminationGracePeriodSeconds, grace_s) and started again.
     """
 
     url: str
@@ -73,9 +76,9 @@ class Liveness:
     period_s: float = 10.0
     timeout_s: float = 1.0
     failure_threshold: int = 3
+    grace_s: float = 30.0
 
     def passes(self) -> bool:
-        # http.client, not urllib: a redirect is a success as it stands, not followed.
         url = urllib.parse.urlsplit(self.url)
         conn = http.client.HTTPConnection(url.hostname or "", url.port or 80, timeout=self.timeout_s)
         try:
@@ -89,9 +92,10 @@ class Liveness:
 
 @dataclass
 class _Probing:
-    """Where one process's liveness probe stands: when it is next sent, and the failures in a row."""
+    """One process's liveness probe: the process it probes, when it is next sent, the failures in a row."""
 
     probe: Liveness
+    proc: Process
     due: float
     failures: int = 0
 
@@ -117,7 +121,9 @@ class Process:
 class Supervisor:
     """Starts processes, remembers them, and stops all of them in reverse order."""
 
-    def __init__(self, logdir: Path, *, tick_s: float = 1.0) -> None:
+    def __init__(
+        self, logdir: Path, *, tick_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.logdir = logdir
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.processes: list[Process] = []
@@ -132,6 +138,7 @@ class Supervisor:
         self._probing: dict[str, _Probing] = {}
         self.liveness_restarts: dict[str, int] = {}
         self._tick_s = tick_s
+        self._clock = clock  # the liveness probes' (tests step it)
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._watchdog: threading.Thread | None = None
@@ -175,57 +182,68 @@ class Supervisor:
         self._watchdog.start()
 
     def probe_liveness(self, name: str, probe: Liveness) -> None:
-        """Probe a component as its chart's livenessProbe has the kubelet probe it (with keep_running).
+        """Probe a component as its chart's livenessProbe has the kubelet probe it (the watchdog sends it).
 
         Some components fail without exiting: Envoy Gateway v1.8.3 goes on
         running after it loses its leader lease, reconciling nothing, with
         its health port closed (docs/testing.md). A cluster's kubelet
-        restarts it once the probe fails failure_threshold times; so does
-        this. The probe starts over after every start of the process.
+        restarts it once the probe fails failure_threshold times in a row;
+        so does this. The probe starts over, after its initial delay, with
+        every start of the process.
         """
         with self._lock:
-            self._probing[name] = _Probing(probe, time.monotonic() + probe.initial_delay_s)
+            self._probing[name] = _Probing(probe, self.find(name), self._clock() + probe.initial_delay_s)
 
     def _probe(self) -> None:
-        """One round of liveness probes: the due ones are sent, and a process that failed enough is restarted."""
-        now = time.monotonic()
+        """One round of liveness probes: the due ones are sent; a process that failed enough is restarted."""
         with self._lock:
-            due = [
-                (name, probing)
-                for name, probing in self._probing.items()
-                if probing.due <= now and name not in self._held
-            ]
-        for name, probing in due:
+            due = [p for p in self._probing.values() if p.due <= self._clock() and self._probed(p)]
+        for probing in due:
             passed = probing.probe.passes()  # outside the lock: a probe may take its whole timeout
             with self._lock:
-                found = [p for p in self.processes if p.name == name]
-                if (
-                    not found
-                    or not found[-1].alive()
-                    or name in self._held
-                    or self._probing.get(name) is not probing
-                ):
-                    continue  # stopped, exited (keep_running's to start again) or taken down by a fault meanwhile
-                probing.due = now + probing.probe.period_s
+                if not self._probed(probing):
+                    continue  # exited (keep_running's), stopped, restarted or held down by a fault meanwhile
+                probing.due = self._clock() + probing.probe.period_s
                 probing.failures = 0 if passed else probing.failures + 1
                 if probing.failures < probing.probe.failure_threshold:
                     continue
-                proc = found[-1]
-                self.liveness_restarts[name] = self.liveness_restarts.get(name, 0) + 1
-                with proc.log.open("a") as log:
+                with probing.proc.log.open("a") as log:
                     log.write(
                         f"\n--- liveness probe {probing.probe.url} failed {probing.failures} times: "
-                        "killed and started again ---\n"
+                        f"SIGTERM, SIGKILL after {probing.probe.grace_s:.0f} s, and started again ---\n"
                     )
+                _signal_group(probing.proc, signal.SIGTERM)
+            # Outside the lock: the grace may be seconds (a SIGSTOPped process never acts on SIGTERM).
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                probing.proc.popen.wait(timeout=probing.probe.grace_s)
+            with self._lock:
+                if self._stopping.is_set() or self._probing.get(probing.proc.name) is not probing:
+                    continue  # the run is ending, or the process was stopped meanwhile
                 try:
-                    self._respawn(proc)
+                    self._respawn(probing.proc)
                 except Exception as e:  # one failed start must not end the watchdog for the run
-                    self.failed_restarts.append(f"{name}: {type(e).__name__}: {e}")
+                    self.failed_restarts.append(f"{probing.proc.name}: {type(e).__name__}: {e}")
+                    continue
+                name = probing.proc.name
+                self.liveness_restarts[name] = self.liveness_restarts.get(name, 0) + 1
+
+    def _probed(self, probing: _Probing) -> bool:
+        """Its process is alive, the newest of its name, and not held down by a fault: probe it."""
+        name = probing.proc.name
+        newest = [p for p in self.processes if p.name == name][-1:]
+        return (
+            self._probing.get(name) is probing
+            and probing.proc.alive()
+            and name not in self._held
+            and newest == [probing.proc]
+        )
 
     def _watch(self) -> None:
         while not self._stopping.wait(self._tick_s):
             self._probe()
             with self._lock:
+                if self._stopping.is_set():
+                    return  # stop_all is stopping everything: nothing is started again
                 gone = [
                     p for p in self.processes if not p.alive() and p.name not in self._held and self._kept(p)
                 ]
@@ -270,14 +288,17 @@ class Supervisor:
         _signal_group(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.popen.wait(timeout=10)
+        # Started before the old one is forgotten: if the start fails, the dead one stays
+        # listed, so the watchdog tries again.
+        again = self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)
         if proc in self.processes:
             self.processes.remove(proc)
         probing = self._probing.get(proc.name)
         if probing is not None:  # a new container: its probe starts over, after its initial delay
             self._probing[proc.name] = _Probing(
-                probing.probe, time.monotonic() + probing.probe.initial_delay_s
+                probing.probe, again, self._clock() + probing.probe.initial_delay_s
             )
-        return self.start(proc.name, proc.cmd, env=proc.env, ports=proc.ports)
+        return again
 
     def wait_until(self, proc: Process, what: str, check: Callable[[], bool], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -295,10 +316,13 @@ class Supervisor:
         raise ConformanceError(f"{proc.name}: {what} not within {timeout:.0f} s:\n{proc.tail()}")
 
     def stop(self, proc: Process, grace: float = 10) -> None:
-        """Stop one process (SIGTERM, then SIGKILL after grace) and forget it."""
+        """Stop one process (SIGTERM, then SIGKILL after grace) and forget it, and its liveness probe."""
         with self._lock:
             if proc in self.processes:
                 self.processes.remove(proc)
+            probing = self._probing.get(proc.name)
+            if probing is not None and probing.proc is proc:
+                del self._probing[proc.name]
         _signal_group(proc, signal.SIGTERM)
         try:
             proc.popen.wait(timeout=grace)
@@ -312,6 +336,8 @@ class Supervisor:
         self._stopping.set()
         if self._watchdog is not None:
             self._watchdog.join(timeout=5)
+        with self._lock:  # once the watchdog sees the stop under its lock, it starts nothing more
+            pass
         for proc in reversed(self.processes):
             _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 15

@@ -75,7 +75,8 @@ STALE_DOWN_S = 20.0
 # route added) moves on without it, and no longer (each second costs CI time).
 OUTAGE_S = 10.0
 # The longest a wedged Envoy Gateway waits for its liveness probe: three failed
-# probes 20 s apart, each waiting up to 1 s, from a round up to 20 s away, and a margin.
+# probes 20 s apart, each waiting up to 1 s, from a round up to 20 s away, then
+# the chart's 10 s grace (a stopped process ignores SIGTERM), and a margin.
 LIVENESS_BOUND_S = 90.0
 # Requests while a pod's container is down: one every BURST_EVERY_S.
 BURST_EVERY_S = 0.05
@@ -300,7 +301,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
                 else:
                     env.sup.resume(proc)
             back = time.time()
-            down = back - started
+            outage_s = back - started
             if reporter:
                 _reconciled_again(env, answered)
         env.prober.fault()
@@ -314,7 +315,7 @@ def _survive(env: Env, r: Report, fault: Fault) -> None:
             else ""
         )
         r.notes.append(
-            f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {down:.0f} s{restarted} "
+            f"{fault.component} {'killed' if fault.how == 'kill' else 'hung'} {outage_s:.0f} s{restarted} "
             f"during a {fault.during}; truth {r.recovery:.0f} s after it came back"
         )
     except BaseException:
@@ -457,7 +458,11 @@ def _scenario(name: str, fault: Fault) -> Callable[[Env, Report], None]:
         _survive(env, r, fault)
 
     run.__name__ = name
-    run.__doc__ = f"Issue #28: {fault.component} {fault.how} for {fault.down_s:.0f} s during {fault.during}."
+    run.__doc__ = (
+        f"Issue #28: {fault.component} {fault.how} "
+        + ("until its liveness probe restarts it" if fault.until_restarted else f"for {fault.down_s:.0f} s")
+        + f" during {fault.during}."
+    )
     return run
 
 
