@@ -929,6 +929,72 @@ def test_the_functions_calls_are_counted_by_kind_within_the_window() -> None:
     assert costs.calls(log, "InferenceGateway", 0.0, 20.0) == 2
 
 
+def test_the_functions_transition_lines_are_read_apart_from_its_calls() -> None:
+    log = "\n".join(
+        [
+            '{"xr": "ModelRoute t/a", "msg": "composed", "condition": "RoutingReady=True (Available)", "ts": 10.0}',
+            '{"xr": "ModelRoute t/a", "msg": "condition changed", "condition": "RoutingReady=False (GatewayNotReady)",'
+            ' "ts": 11.0}',
+            # As the console renderer writes it (colour codes and all), padded, with a message quoted.
+            "\x1b[2m1970-01-01T00:00:12.5Z\x1b[0m [\x1b[32m\x1b[1minfo     \x1b[0m] \x1b[1mcondition changed    "
+            "\x1b[0m \x1b[36mcondition\x1b[0m=\x1b[35m'RoutingReady=True (Available)'\x1b[0m "
+            '\x1b[36mmessage\x1b[0m=\x1b[35m"the route\'s model is served"\x1b[0m '
+            "\x1b[36mxr\x1b[0m=\x1b[35m'ModelRoute t/b'\x1b[0m",
+        ]
+    )
+    assert costs.logged(log, costs.CONDITION_CHANGED) == [
+        costs.Call(11.0, "ModelRoute t/a", "RoutingReady=False (GatewayNotReady)"),
+        costs.Call(12.5, "ModelRoute t/b", "RoutingReady=True (Available)"),
+    ]
+    assert [c.at for c in costs.answered(log)] == [10.0]
+
+
+def _said(at: float, ready: bool, reason: str = "") -> costs.Call:
+    status = "True (Available)" if ready else f"False ({reason or 'GatewayNotReady'})"
+    return costs.Call(at, "ModelRoute t/a", f"RoutingReady={status}")
+
+
+@pytest.mark.parametrize(
+    ("name", "calls_made", "lines", "want"),
+    [
+        (
+            "a line for each change decided is merited",
+            [_said(1, True), _said(11, False), _said(12, False), _said(15, True)],
+            [_said(11, False), _said(15, True)],
+            {},
+        ),
+        (
+            "a line where the decision stayed as it was is not",
+            [_said(1, True), _said(11, False), _said(12, False)],
+            [_said(11, False), _said(12, False)],
+            {"ModelRoute t/a": (2, 1)},
+        ),
+        (
+            "a change of reason is a change",
+            [_said(1, True), _said(11, False), _said(12, False, "ConfigLoading")],
+            [_said(11, False), _said(12, False, "ConfigLoading")],
+            {},
+        ),
+        (
+            "the first call in the window is compared with the last one before it",
+            [_said(1, False), _said(11, False)],
+            [_said(11, False)],
+            {"ModelRoute t/a": (1, 0)},
+        ),
+        (
+            "lines and changes outside the window are not counted",
+            [_said(1, True), _said(5, False), _said(30, True)],
+            [_said(5, False), _said(30, True)],
+            {},
+        ),
+    ],
+)
+def test_a_transition_line_is_merited_only_by_a_decided_change(
+    name: str, calls_made: list[costs.Call], lines: list[costs.Call], want: dict[str, tuple[int, int]]
+) -> None:
+    assert costs.unmerited_transitions(calls_made, lines, "ModelRoute", 10.0, 20.0) == want, name
+
+
 def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> None:
     reading = costs.Reading(0.0, {"function": 0.0, "kube-apiserver": 0.0}, Counter())
     after = costs.Reading(

@@ -68,16 +68,18 @@ def session_rss_mb(stats: Iterable[str], session: int, page_bytes: int) -> float
 
 
 # The SDK's console renderer (what the function writes when its output is not JSON): colour
-# codes, then `<RFC 3339 time> [info     ] composed  condition='<Type>=<Status> (<Reason>)' ...
+# codes, then `<RFC 3339 time> [info     ] <message>  condition='<Type>=<Status> (<Reason>)' ...
 # xr='<Kind> <namespace>/<name>'`.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CONSOLE_CALL = re.compile(r"^(\S+Z) \[\w+\s*\] composed .* xr='([^']*)'")
 _CONDITION = re.compile(r"condition='([^']*)'")
+# The function's two lines about an XR: a call answered (--debug) and a transition (info).
+COMPOSED = "composed"
+CONDITION_CHANGED = "condition changed"
 
 
 @dataclass(frozen=True)
 class Call:
-    """One call the function answered, from its --debug "composed" line."""
+    """One line of the function's about one XR: a call it answered, or a transition it logged."""
 
     at: float
     xr: str  # "<Kind> <namespace>/<name>"
@@ -88,30 +90,58 @@ class Call:
         return "=True " in self.condition
 
 
-def answered(function_log: str) -> list[Call]:
-    """Every call in the function's log, in the order logged, from its --debug "composed" lines,
-    written as JSON or by the console renderer."""
+def logged(function_log: str, message: str) -> list[Call]:
+    """Every line of `message` in the function's log, in the order logged, written as JSON or
+    by the console renderer."""
+    console = re.compile(rf"^(\S+Z) \[\w+\s*\] {re.escape(message)} .* xr='([^']*)'")
     found = []
     for raw in function_log.splitlines():
-        if "composed" not in raw:
+        if message not in raw:
             continue
         if raw.startswith("{"):
             try:
                 entry = json.loads(raw)
             except ValueError:
-                continue  # a line cut short: not a call
-            if entry.get("msg") != "composed" and entry.get("event") != "composed":
+                continue  # a line cut short
+            if entry.get("msg") != message and entry.get("event") != message:
                 continue
             found.append(Call(float(entry["ts"]), str(entry.get("xr", "")), str(entry.get("condition", ""))))
             continue
         line = _ANSI.sub("", raw)
-        m = _CONSOLE_CALL.match(line)
+        m = console.match(line)
         if m is None:
             continue
         condition = _CONDITION.search(line)
         at = datetime.fromisoformat(m[1].replace("Z", "+00:00")).timestamp()
         found.append(Call(at, m[2], condition[1] if condition else ""))
     return found
+
+
+def answered(function_log: str) -> list[Call]:
+    """Every call in the function's log, from its --debug "composed" lines."""
+    return logged(function_log, COMPOSED)
+
+
+def unmerited_transitions(
+    calls_made: list[Call], transitions: list[Call], kind: str, since: float, until: float
+) -> dict[str, tuple[int, int]]:
+    """Issue #32: XR -> (transition lines, changes decided) for every XR of `kind` whose
+    "condition changed" lines in [since, until) outnumber the changes of its condition from one
+    call to the next (the first call in the window compared with the last before it). A call
+    that cannot judge (the first of a reconcile) says what the XR says, so it is no change."""
+    lines: Counter[str] = Counter(
+        t.xr for t in transitions if t.xr.startswith(kind + " ") and since <= t.at < until
+    )
+    changes: Counter[str] = Counter()
+    last: dict[str, str] = {}
+    for c in sorted(calls_made, key=lambda c: c.at):
+        if c.at >= until or not c.xr.startswith(kind + " "):
+            continue
+        before = last.get(c.xr)
+        last[c.xr] = c.condition
+        if c.at >= since and before is not None and c.condition != before:
+            changes[c.xr] += 1
+    return {xr: (n, changes[xr]) for xr, n in sorted(lines.items()) if n > changes[xr]}
 
 
 def calls(function_log: str, kind: str, since: float, until: float) -> int:
@@ -257,3 +287,7 @@ class Meter:
 
     def answered(self) -> list[Call]:
         return answered(self._function_log.read_text(errors="replace"))
+
+    def transitions(self) -> list[Call]:
+        """The function's "condition changed" lines."""
+        return logged(self._function_log.read_text(errors="replace"), CONDITION_CHANGED)

@@ -37,6 +37,7 @@ from crossplane.function import logging, resource
 from function.render import render
 from tests.real import toolchain
 from tests.real.dataplane import envoy_binary
+from tests.real.model_health_check import model_health_check
 from tests.real.process import ConformanceError
 from tests.real.processes import Supervisor, free_port, port_open, stop_cleanly_on_sigterm
 from tests.real.upstreams import Upstream
@@ -619,11 +620,12 @@ def main() -> int:
         for name, step in [
             ("auth", lambda: auth_fails_closed(world, root / "auth", aigw, envoy)),
             ("bearer", lambda: envoy_api_key_auth(envoy, root / "bearer")),
+            ("model health check", lambda: model_health_check(envoy, root / "model-health-check")),
         ]:
             try:
                 run.results[name] = step()
                 print(f"traffic: {name}: ok ({run.results[name]})")
-            except CheckFailedError as e:
+            except AssertionError as e:  # CheckFailedError, or a check of its own module
                 failures += 1
                 print(f"traffic: {name}: FAILED: {e}")
     except ConformanceError as e:
@@ -633,7 +635,7 @@ def main() -> int:
         for upstream in world.upstreams.values():
             upstream.stop()
     if failures:
-        print(f"traffic: {failures} of {len(CHECKS) + 2} checks failed (logs in {root / 'logs'})")
+        print(f"traffic: {failures} of {len(CHECKS) + 3} checks failed (logs in {root / 'logs'})")
         return 1
     n = len(run.route_models())
     print(
