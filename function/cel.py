@@ -20,7 +20,7 @@ what a query is waiting for; function/cel_check.py type-checks a user's query.
 from __future__ import annotations
 
 from function.api import AvailabilityPolicy
-from function.upstream import ACCEPTED, DEFAULT_EXTPROC_MARKER  # noqa: F401
+from function.upstream import ACCEPTED, AIGW_FINALIZER, DEFAULT_EXTPROC_MARKER, NOT_ACCEPTED  # noqa: F401
 
 
 def _has_path(root: str, path: str) -> str:
@@ -39,6 +39,26 @@ def condition_true_query(condition_type: str) -> str:
         f"{_has_path('object', 'status.conditions')} && "
         f"object.status.conditions.exists(c, has(c.type) && c.type == '{condition_type}' "
         f"&& has(c.status) && c.status == 'True')"
+    )
+
+
+def taken_in_query() -> str:
+    """True when Envoy AI Gateway has taken an AIServiceBackend in: Accepted, or, with neither
+    Accepted nor NotAccepted written, carrying the finalizer its controller adds just before.
+
+    Envoy AI Gateway v1.1.0 writes that status with five quick retries on a
+    conflict and then gives up, and never reconciles the backend again on its
+    own: a route whose requests succeed would wait for Accepted forever
+    (docs/operations.md). A NotAccepted it did write still says not in effect.
+    """
+    conditions = _has_path("object", "status.conditions")
+    verdict = (
+        f"({conditions} && object.status.conditions.exists(c, has(c.type) && "
+        f"(c.type == '{ACCEPTED}' || c.type == '{NOT_ACCEPTED}')))"
+    )
+    return (
+        f"({condition_true_query(ACCEPTED)}) || (!{verdict} && "
+        f"{_has_path('object', 'metadata.finalizers')} && '{AIGW_FINALIZER}' in object.metadata.finalizers)"
     )
 
 

@@ -70,6 +70,16 @@ DEFAULT_EXTPROC_MARKER = "aigateway.envoyproxy.io/extproc-config-hash"
 # Gateway's Backend and policies per ancestor (Accepted).
 PROGRAMMED = "Programmed"
 ACCEPTED = "Accepted"
+# The condition Envoy AI Gateway sets instead of Accepted when it cannot take a
+# resource (api/v1beta1/status.go, v1.1.0).
+NOT_ACCEPTED = "NotAccepted"
+# Envoy AI Gateway's finalizer (internal/controller/controller.go, v1.1.0). Its
+# AIServiceBackend controller adds it once the backend has passed its one check
+# (at most one BackendSecurityPolicy targets it), then tells the routes that
+# reference it, then writes Accepted: a backend that carries it has been taken
+# in, whether or not that last write landed (docs/operations.md, "A route that
+# says BackendNotAccepted while it serves").
+AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
 
 # The API group of Envoy Gateway's Backend, as a route's backendRef names it.
 BACKEND_GROUP = "gateway.envoyproxy.io"

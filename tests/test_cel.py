@@ -22,6 +22,7 @@ from function.cel import (
     node_port_query,
     policy_accepted_query,
     route_accepted_query,
+    taken_in_query,
     workload_query,
 )
 from function.readiness import RolloutState, node_port
@@ -386,6 +387,7 @@ EMITTED_QUERIES = [
     policy_accepted_query(),
     node_port_query(80),
     route_accepted_query(),
+    taken_in_query(),
 ]
 
 
@@ -430,13 +432,67 @@ def test_every_emitted_query_evaluates_without_error_on_every_pruned_shape(query
     holder = {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
     policy = {"status": {"ancestors": [{"conditions": [{"type": "Accepted", "status": "True"}]}]}}
     service = _service({"port": 80, "protocol": "TCP", "nodePort": 31080})
-    for base in (FULL_DEPLOYMENT, holder, policy, service, {}):
+    taken = {"metadata": {"finalizers": [AIGW_FINALIZER]}, **holder}
+    for base in (FULL_DEPLOYMENT, holder, policy, service, taken, {}):
         shapes = [base, *(_without(base, path, key) for path, key in _prunings(base))]
         for shape in shapes:
             production = as_production_json(shape)
             for evaluate in (eval_reference, eval_celpy):
                 got = evaluate(query, production)
                 assert isinstance(got, bool), (evaluate.__name__, shape, got)
+
+
+# Written out, not read from function/upstream.py: a test that read it there would agree with any value.
+AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
+
+
+def _backend(*conditions: tuple[str, str], finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": "aigateway.envoyproxy.io/v1beta1", "kind": "AIServiceBackend"}
+    obj["metadata"] = {"name": "vllm", **({"finalizers": list(finalizers)} if finalizers else {})}
+    if conditions:
+        obj["status"] = {"conditions": [{"type": t, "status": v} for t, v in conditions]}
+    return obj
+
+
+TAKEN_IN_CASES = {
+    "Accepted is taken in": (_backend(("Accepted", "True")), True),
+    "Accepted with the finalizer is taken in": (
+        _backend(("Accepted", "True"), finalizers=(AIGW_FINALIZER,)),
+        True,
+    ),
+    "no status and no finalizer (not reconciled yet) is not": (_backend(), False),
+    "no status with the finalizer (the status write given up on) is taken in": (
+        _backend(finalizers=(AIGW_FINALIZER,)),
+        True,
+    ),
+    "an empty condition list with the finalizer is taken in": (
+        {**_backend(finalizers=(AIGW_FINALIZER,)), "status": {"conditions": []}},
+        True,
+    ),
+    "NotAccepted written is not, finalizer or not": (
+        _backend(("NotAccepted", "True"), finalizers=(AIGW_FINALIZER,)),
+        False,
+    ),
+    "Accepted False written is not, finalizer or not": (
+        _backend(("Accepted", "False"), finalizers=(AIGW_FINALIZER,)),
+        False,
+    ),
+    "another controller's finalizer alone is not": (_backend(finalizers=("example.com/other",)), False),
+    "the finalizer among others is taken in": (
+        _backend(finalizers=("example.com/other", AIGW_FINALIZER)),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAKEN_IN_CASES), ids=str)
+def test_the_service_backend_query_under_production_typing(case: str) -> None:
+    obj, want = TAKEN_IN_CASES[case]
+    query = taken_in_query()
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want
 
 
 def _ancestor(*conditions: tuple[str, str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from function.cel import (
     node_port_query,
     policy_accepted_query,
     route_accepted_query,
+    taken_in_query,
 )
 from function.outcome import Outcome
 from function.upstream import DEFAULT_EXTPROC_MARKER
@@ -267,6 +268,8 @@ CREATED = "created"
 NODE_PORT = "node port"
 # A Gateway API route: Accepted, its references resolved, by every parent it reports.
 ROUTE_PARENTS = "route parents"
+# An AIServiceBackend: Accepted, or carrying Envoy AI Gateway's finalizer with no verdict written.
+TAKEN_IN = "taken in"
 
 # What each Object manages or observes: (apiVersion, kind, namespace) of its manifest.
 TARGETS = {
@@ -317,9 +320,9 @@ OBJECTS = {
         "gateway-observer": ("llama-gateway-observer-35870d8b", CEL_ON, "GatewayReady", True),
         "route": ("llama-route-7394ad15", CEL_ON, "Accepted", False),
         "backend-vllm": ("llama-backend-vllm-704b4329", CEL_ON, "Accepted", False),
-        "service-backend-vllm": ("llama-service-backend-vllm-7ac9e1c7", CEL_ON, "Accepted", False),
+        "service-backend-vllm": ("llama-service-backend-vllm-7ac9e1c7", TAKEN_IN, None, False),
         "backend-hosted": ("llama-backend-hosted-1cb2c932", CEL_ON, "Accepted", False),
-        "service-backend-hosted": ("llama-service-backend-hosted-c8c88440", CEL_ON, "Accepted", False),
+        "service-backend-hosted": ("llama-service-backend-hosted-c8c88440", TAKEN_IN, None, False),
         "security-policy-hosted": ("llama-security-policy-hosted-b3442b55", CEL_ON, "Accepted", False),
         # Retries and ejection only: a rejected policy leaves requests served.
         "traffic-policy": ("llama-traffic-policy-447d7e0d", POLICY, None, False),
@@ -381,6 +384,8 @@ def test_each_object_is_named_judged_and_watched_as_its_role_needs(name: str) ->
             )
         elif judged == ROUTE_PARENTS:
             assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": route_accepted_query()}, resource
+        elif judged == TAKEN_IN:
+            assert readiness == {"policy": "DeriveFromCelQuery", "celQuery": taken_in_query()}, resource
         else:
             assert readiness == {
                 "policy": "DeriveFromCelQuery",

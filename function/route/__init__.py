@@ -121,8 +121,12 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
     )
     for b in plan.spec.backends:
         objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
-        objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
-            plan.object_name("service-backend", b.name), build_service_backend(plan, b)
+        objects[SERVICE_BACKEND_PREFIX + b.name] = wrap(
+            name=plan.object_name("service-backend", b.name),
+            namespace=plan.xr_namespace,
+            manifest=build_service_backend(plan, b),
+            provider_config=provider,
+            cel_query=cel.taken_in_query(),
         )
         auth = security_policy_auth(b)
         if auth is not None:

@@ -73,6 +73,7 @@ from tests.real.scenarios_route import (
     rollout_at_scale,
     route_before_gateway_ready,
     route_follows_gateway,
+    service_backend_status_dropped,
     traffic_policy_conflicted,
     upgraded_from_v0_1_0,
 )
@@ -98,6 +99,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     caller_auth,
     bad_input,
     missing_secret,
+    service_backend_status_dropped,
     traffic_policy_conflicted,
     gateway_rate_limit,
     model_claimed,

@@ -145,11 +145,20 @@ class Kube:
             content_type="application/merge-patch+json",
         )
 
-    def patch_status(self, api_version: str, kind: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        status: dict[str, Any] | None,
+        namespace: str | None = None,
+    ) -> None:
+        """A merge patch of the status subresource; None removes the status."""
         res = self._resource(api_version, kind)
         res.status.patch(
             body={"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status},
             name=name,
+            namespace=namespace,
             content_type="application/merge-patch+json",
         )
 

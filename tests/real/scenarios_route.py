@@ -438,6 +438,50 @@ def missing_secret(env: Env, r: Report) -> None:
     env.kube.apply(route_doc_one_backend())
 
 
+def service_backend_status_dropped(env: Env, r: Report) -> None:
+    """Envoy AI Gateway v1.1.0 gives up on an AIServiceBackend's status write after five conflicts and
+    never reconciles it again (make scale at N=300: one route said BackendNotAccepted for 20 minutes
+    while its requests were answered 200). Here the status is taken off as that leaves it: the
+    backend carries Envoy AI Gateway's finalizer, so RoutingReady stays True, and requests succeed
+    throughout (the prober judges them); Envoy AI Gateway does not write the status back itself."""
+    wait("RoutingReady=True", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
+    name = next(
+        o["spec"]["forProvider"]["manifest"]["metadata"]["name"]
+        for o in env.objects(ROUTE[0]).values()
+        if o["metadata"].get("labels", {}).get("crossplane.io/composite") == ROUTE[1]
+        and o["metadata"]["annotations"]["crossplane.io/composition-resource-name"].startswith(
+            "service-backend-"
+        )
+    )
+    backend = env.kube.get(AIGW_API, "AIServiceBackend", name, ROUTE[0])
+    assert "aigateway.envoyproxy.io/finalizer" in backend["metadata"].get("finalizers", []), backend[
+        "metadata"
+    ]
+    before = backend.get("status")
+    assert true(backend, "Accepted"), before
+    env.kube.patch_status(AIGW_API, "AIServiceBackend", name, None, ROUTE[0])
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    model = route_doc_one_backend()["spec"]["model"]
+    said: list[str] = []
+    try:
+        # provider-kubernetes watches the backend: its Object is re-read at once, the route re-judged.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            got = condition(env.route(), "RoutingReady")
+            said.append(f"{got.get('status')} ({got.get('reason')})")
+            assert chat(port, model).ok, "a request failed with the backend's status gone"
+            time.sleep(1)
+        still = env.kube.get(AIGW_API, "AIServiceBackend", name, ROUTE[0]).get("status")
+    finally:
+        env.kube.patch_status(AIGW_API, "AIServiceBackend", name, before, ROUTE[0])
+    assert not (still or {}).get("conditions"), f"Envoy AI Gateway wrote the status back: {still}"
+    assert set(said) == {"True (Available)"}, f"RoutingReady while the status was gone: {said}"
+    r.notes.append(
+        f"AIServiceBackend {name} without a status for 20 s (Envoy AI Gateway did not write it back): "
+        f"RoutingReady said {said[0]} {len(said)} times, every request answered"
+    )
+
+
 def traffic_policy_conflicted(env: Env, r: Report) -> None:
     """Issue #25 item 4: a ModelRoute whose first priority is dead (its Deployment scaled to zero, nothing
     listening) and whose fallback serves. An older BackendTrafficPolicy on its HTTPRoute makes ours
