@@ -391,6 +391,14 @@ EMITTED_QUERIES = [
 ]
 
 
+def _judged_under_production_typing(query: str, obj: dict[str, Any], want: bool) -> None:
+    """Statically boolean, and both evaluators say `want` of obj as provider-kubernetes types it."""
+    assert is_statically_bool(query)
+    production = as_production_json(obj)
+    assert eval_reference(query, production) is want
+    assert eval_celpy(query, production) is want
+
+
 def _workload(replicas: int | None, available: int | None) -> dict[str, Any]:
     obj: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "vllm"}}
     if replicas is not None:
@@ -413,11 +421,7 @@ WORKLOAD_CASES = {
 @pytest.mark.parametrize("case", sorted(WORKLOAD_CASES), ids=str)
 def test_the_built_in_workload_query_under_production_typing(case: str) -> None:
     obj, want = WORKLOAD_CASES[case]
-    query = workload_query("apps/v1", "StatefulSet")
-    assert is_statically_bool(query)
-    production = as_production_json(obj)
-    assert eval_reference(query, production) is want
-    assert eval_celpy(query, production) is want
+    _judged_under_production_typing(workload_query("apps/v1", "StatefulSet"), obj, want)
 
 
 def test_a_workload_of_any_other_kind_serves_while_ready() -> None:
@@ -488,11 +492,7 @@ TAKEN_IN_CASES = {
 @pytest.mark.parametrize("case", sorted(TAKEN_IN_CASES), ids=str)
 def test_the_service_backend_query_under_production_typing(case: str) -> None:
     obj, want = TAKEN_IN_CASES[case]
-    query = taken_in_query()
-    assert is_statically_bool(query)
-    production = as_production_json(obj)
-    assert eval_reference(query, production) is want
-    assert eval_celpy(query, production) is want
+    _judged_under_production_typing(taken_in_query(), obj, want)
 
 
 def _ancestor(*conditions: tuple[str, str]) -> dict[str, Any]:
@@ -532,11 +532,7 @@ POLICY_CASES = {
 @pytest.mark.parametrize("case", sorted(POLICY_CASES), ids=str)
 def test_the_policy_query_under_production_typing(case: str) -> None:
     obj, want = POLICY_CASES[case]
-    query = policy_accepted_query()
-    assert is_statically_bool(query)
-    production = as_production_json(obj)
-    assert eval_reference(query, production) is want
-    assert eval_celpy(query, production) is want
+    _judged_under_production_typing(policy_accepted_query(), obj, want)
 
 
 def _service(*ports: dict[str, Any]) -> dict[str, Any]:
@@ -563,12 +559,8 @@ NODE_PORT_CASES = {
 def test_the_node_port_query_under_production_typing_agrees_with_the_reading(case: str) -> None:
     """The provider's Ready and the URL the function publishes come from the same port."""
     obj, want = NODE_PORT_CASES[case]
-    query = node_port_query(80)
-    assert is_statically_bool(query)
-    production = as_production_json(obj)
-    assert eval_reference(query, production) is want
-    assert eval_celpy(query, production) is want
-    assert (node_port(production, 80) is not None) is want
+    _judged_under_production_typing(node_port_query(80), obj, want)
+    assert (node_port(as_production_json(obj), 80) is not None) is want
 
 
 def _parent(*conditions: tuple[str, str]) -> dict[str, Any]:
@@ -613,11 +605,7 @@ ROUTE_PARENT_CASES = {
 @pytest.mark.parametrize("case", sorted(ROUTE_PARENT_CASES), ids=str)
 def test_the_route_query_under_production_typing(case: str) -> None:
     obj, want = ROUTE_PARENT_CASES[case]
-    query = route_accepted_query()
-    assert is_statically_bool(query)
-    production = as_production_json(obj)
-    assert eval_reference(query, production) is want
-    assert eval_celpy(query, production) is want
+    _judged_under_production_typing(route_accepted_query(), obj, want)
 
 
 ROLLOUT_SUMMARY_CASES = [

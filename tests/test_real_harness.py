@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import http.client
@@ -19,7 +20,7 @@ import tarfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http import HTTPStatus
 from pathlib import Path
@@ -585,13 +586,19 @@ class _Clock:
         return self.now
 
 
-def _probed(tmp_path: Path, health: _Health, **probe: Any) -> tuple[Supervisor, _Clock]:
-    """A supervisor with a sleeping "component" probed at health's URL, every 10 clock seconds."""
+@contextlib.contextmanager
+def _probed(tmp_path: Path, **probe: Any) -> Iterator[tuple[Supervisor, _Clock, _Health]]:
+    """A supervisor with a sleeping "component" probed at a /healthz, every 10 clock seconds."""
+    health = _Health()
     clock = _Clock()
     sup = Supervisor(tmp_path, clock=clock)
-    sup.start("component", [sys.executable, "-c", "import time; time.sleep(60)"])
-    sup.probe_liveness("component", Liveness(health.url, period_s=10, grace_s=5, **probe))
-    return sup, clock
+    try:
+        sup.start("component", [sys.executable, "-c", "import time; time.sleep(60)"])
+        sup.probe_liveness("component", Liveness(health.url, period_s=10, grace_s=5, **probe))
+        yield sup, clock, health
+    finally:
+        sup.stop_all()
+        health.close()
 
 
 def _rounds(sup: Supervisor, clock: _Clock, health: _Health, statuses: list[int | None]) -> None:
@@ -621,10 +628,8 @@ def _rounds(sup: Supervisor, clock: _Clock, health: _Health, statuses: list[int 
 def test_a_component_is_restarted_after_failure_threshold_failed_probes_in_a_row(
     tmp_path: Path, statuses: list[int | None], restarts: int
 ) -> None:
-    health = _Health()
-    sup, clock = _probed(tmp_path, health, failure_threshold=3)
-    first = sup.find("component")
-    try:
+    with _probed(tmp_path, failure_threshold=3) as (sup, clock, health):
+        first = sup.find("component")
         _rounds(sup, clock, health, statuses)
         assert sup.liveness_restarts.get("component", 0) == restarts
         assert (sup.find("component") is first) is (restarts == 0)
@@ -632,15 +637,10 @@ def test_a_component_is_restarted_after_failure_threshold_failed_probes_in_a_row
         assert first.alive() is (restarts == 0)
         # Not an exit: keep_running's count is of processes that exited on their own.
         assert sup.restarts == {}
-    finally:
-        sup.stop_all()
-        health.close()
 
 
 def test_a_restarted_component_is_not_probed_before_its_initial_delay(tmp_path: Path) -> None:
-    health = _Health()
-    sup, clock = _probed(tmp_path, health, failure_threshold=1, initial_delay_s=25)
-    try:
+    with _probed(tmp_path, failure_threshold=1, initial_delay_s=25) as (sup, clock, health):
         clock.now += 25
         _rounds(sup, clock, health, [500])
         again = sup.find("component")
@@ -650,15 +650,10 @@ def test_a_restarted_component_is_not_probed_before_its_initial_delay(tmp_path: 
         _rounds(sup, clock, health, [500])  # 30 s after
         assert sup.liveness_restarts == {"component": 2}
         assert "failed 1 times" in sup.find("component").log.read_text()
-    finally:
-        sup.stop_all()
-        health.close()
 
 
 def test_a_component_a_fault_holds_down_is_not_probed_until_the_fault_ends(tmp_path: Path) -> None:
-    health = _Health()
-    sup, clock = _probed(tmp_path, health, failure_threshold=3)
-    try:
+    with _probed(tmp_path, failure_threshold=3) as (sup, clock, health):
         _rounds(sup, clock, health, [500, 500])
         sup.kill(sup.find("component"))
         _rounds(sup, clock, health, [500, 500, 500])
@@ -668,22 +663,14 @@ def test_a_component_a_fault_holds_down_is_not_probed_until_the_fault_ends(tmp_p
         sup.restart(sup.find("component"))
         _rounds(sup, clock, health, [500])
         assert sup.liveness_restarts == {}
-    finally:
-        sup.stop_all()
-        health.close()
 
 
 def test_a_stopped_component_is_no_longer_probed(tmp_path: Path) -> None:
-    health = _Health()
-    sup, clock = _probed(tmp_path, health, failure_threshold=1)
-    try:
+    with _probed(tmp_path, failure_threshold=1) as (sup, clock, health):
         sup.stop(sup.find("component"))
         sup.start("component", [sys.executable, "-c", "import time; time.sleep(60)"])
         _rounds(sup, clock, health, [500, 500])
         assert sup.liveness_restarts == {}
-    finally:
-        sup.stop_all()
-        health.close()
 
 
 def test_the_watchdog_sends_the_probes(tmp_path: Path) -> None:
