@@ -56,8 +56,10 @@ def taken_in_query() -> str:
         f"({conditions} && object.status.conditions.exists(c, has(c.type) && "
         f"(c.type == '{ACCEPTED}' || c.type == '{NOT_ACCEPTED}')))"
     )
+    # Not while it is being deleted: Envoy AI Gateway is taking it out.
     return (
         f"({condition_true_query(ACCEPTED)}) || (!{verdict} && "
+        f"!({_has_path('object', 'metadata.deletionTimestamp')}) && "
         f"{_has_path('object', 'metadata.finalizers')} && '{AIGW_FINALIZER}' in object.metadata.finalizers)"
     )
 

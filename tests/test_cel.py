@@ -482,6 +482,17 @@ TAKEN_IN_CASES = {
         False,
     ),
     "another controller's finalizer alone is not": (_backend(finalizers=("example.com/other",)), False),
+    "the finalizer with no verdict while it is being deleted is not": (
+        {
+            **_backend(finalizers=(AIGW_FINALIZER,)),
+            "metadata": {
+                "name": "vllm",
+                "finalizers": [AIGW_FINALIZER],
+                "deletionTimestamp": "2026-12-05T00:00:00Z",
+            },
+        },
+        False,
+    ),
     "the finalizer among others is taken in": (
         _backend(finalizers=("example.com/other", AIGW_FINALIZER)),
         True,
