@@ -942,44 +942,56 @@ def _said(at: float, ready: bool, reason: str = "") -> costs.Call:
 
 
 @pytest.mark.parametrize(
-    ("name", "calls_made", "lines", "want"),
+    ("name", "calls_made", "lines", "noisy"),
     [
         (
-            "a line for each change decided is merited",
-            [_said(1, True), _said(11, False), _said(12, False), _said(15, True)],
+            "a line for each change decided, just before its call, is no noise",
+            [_said(1, True), _said(11.1, False), _said(12, False), _said(15.1, True)],
             [_said(11, False), _said(15, True)],
-            {},
+            [],
         ),
         (
-            "a line where the decision stayed as it was is not",
-            [_said(1, True), _said(11, False), _said(12, False)],
+            "a line repeating the one before is noise",
+            [_said(1, True), _said(11.1, False), _said(12.1, False)],
             [_said(11, False), _said(12, False)],
-            {"ModelRoute t/a": (2, 1)},
+            [_said(12, False)],
         ),
         (
             "a change of reason is a change",
-            [_said(1, True), _said(11, False), _said(12, False, "ConfigLoading")],
+            [_said(1, True), _said(11.1, False), _said(12.1, False, "ConfigLoading")],
             [_said(11, False), _said(12, False, "ConfigLoading")],
-            {},
+            [],
         ),
         (
-            "the first call in the window is compared with the last one before it",
+            "a window's first line is compared with the last line before it",
+            [_said(1.1, False), _said(11.1, False)],
             [_said(1, False), _said(11, False)],
             [_said(11, False)],
-            {"ModelRoute t/a": (1, 0)},
         ),
         (
-            "lines and changes outside the window are not counted",
-            [_said(1, True), _said(5, False), _said(30, True)],
-            [_said(5, False), _said(30, True)],
-            {},
+            "a line naming what its call did not decide is noise",
+            [_said(1, True), _said(11.1, True)],
+            [_said(0.5, True), _said(11, False)],
+            [_said(11, False)],
+        ),
+        (
+            "a line with no call after it is noise",
+            [_said(1, True)],
+            [_said(0.5, True), _said(11, False)],
+            [_said(11, False)],
+        ),
+        (
+            "lines outside the window are not judged",
+            [_said(1, True), _said(5.1, False), _said(30.1, False)],
+            [_said(5, False), _said(30, False)],
+            [],
         ),
     ],
 )
-def test_a_transition_line_is_merited_only_by_a_decided_change(
-    name: str, calls_made: list[costs.Call], lines: list[costs.Call], want: dict[str, tuple[int, int]]
+def test_a_transition_line_is_noise_unless_it_names_a_change_its_call_decided(
+    name: str, calls_made: list[costs.Call], lines: list[costs.Call], noisy: list[costs.Call]
 ) -> None:
-    assert costs.unmerited_transitions(calls_made, lines, "ModelRoute", 10.0, 20.0) == want, name
+    assert costs.noisy_transitions(calls_made, lines, "ModelRoute", 10.0, 20.0) == noisy, name
 
 
 def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> None:

@@ -122,26 +122,27 @@ def answered(function_log: str) -> list[Call]:
     return logged(function_log, COMPOSED)
 
 
-def unmerited_transitions(
+def noisy_transitions(
     calls_made: list[Call], transitions: list[Call], kind: str, since: float, until: float
-) -> dict[str, tuple[int, int]]:
-    """Issue #32: XR -> (transition lines, changes decided) for every XR of `kind` whose
-    "condition changed" lines in [since, until) outnumber the changes of its condition from one
-    call to the next (the first call in the window compared with the last before it). A call
-    that cannot judge (the first of a reconcile) says what the XR says, so it is no change."""
-    lines: Counter[str] = Counter(
-        t.xr for t in transitions if t.xr.startswith(kind + " ") and since <= t.at < until
-    )
-    changes: Counter[str] = Counter()
+) -> list[Call]:
+    """Issue #32: the "condition changed" lines about XRs of `kind` in [since, until) that say no
+    change. A line is logged just before its call's "composed" line; it is noise when it repeats
+    the XR's line before it (the whole log read, so a window's first line has its predecessor), or
+    when the call it was logged for did not decide the condition it names."""
+    ordered = sorted(calls_made, key=lambda c: c.at)
+    noisy = []
     last: dict[str, str] = {}
-    for c in sorted(calls_made, key=lambda c: c.at):
-        if c.at >= until or not c.xr.startswith(kind + " "):
+    for line in sorted(transitions, key=lambda t: t.at):
+        if not line.xr.startswith(kind + " "):
             continue
-        before = last.get(c.xr)
-        last[c.xr] = c.condition
-        if c.at >= since and before is not None and c.condition != before:
-            changes[c.xr] += 1
-    return {xr: (n, changes[xr]) for xr, n in sorted(lines.items()) if n > changes[xr]}
+        before = last.get(line.xr)
+        last[line.xr] = line.condition
+        if not since <= line.at < until:
+            continue
+        own = next((c for c in ordered if c.xr == line.xr and c.at >= line.at), None)
+        if before == line.condition or own is None or own.condition != line.condition:
+            noisy.append(line)
+    return noisy
 
 
 def calls(function_log: str, kind: str, since: float, until: float) -> int:

@@ -7,8 +7,8 @@ requests going to a server that does not list the model rests on what Envoy
 matches, and in how many bytes; docs/api.md ("Envoy's own active health check,
 considered and not built") says so from these checks, run on PyPI's Envoy:
 
-- the expected text is found anywhere in the first 1024 bytes of the body,
-  and not past them;
+- the expected text is found when it ends within the first 1024 bytes of
+  the body (at byte 1024, yes; at 1025, no);
 - it is a substring: quoted (`"id":"<model>"`) it tells a model from one whose
   name it begins, and a body written with spaces (`"id": "<model>"`) fails it;
 - with every host of a cluster failing, Envoy sends to them anyway (panic
@@ -21,6 +21,7 @@ import http.server
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -38,8 +39,11 @@ EXPECTED = f'"id":"{MODEL}"'
 BUFFER = 1024
 
 
-def models_body(models: list[str], *, compact: bool = True) -> bytes:
-    """A /v1/models body as vLLM writes it: each model with its permission block (about 440 bytes)."""
+def models_body(models: list[str], *, compact: bool = True, ends_at: int | None = None) -> bytes:
+    """A /v1/models body as vLLM writes it: each model with its permission block (about 440 bytes).
+
+    ends_at: the last model's id padded (a field before its list) so that EXPECTED ends at that byte.
+    """
     data = [
         {
             "id": m,
@@ -68,7 +72,11 @@ def models_body(models: list[str], *, compact: bool = True) -> bytes:
         }
         for m in models
     ]
-    body = {"object": "list", "data": data}
+    body: dict[str, Any] = {"object": "list", "data": data}
+    if ends_at is not None:
+        unpadded = models_body(models, compact=compact)
+        pad = ends_at - (unpadded.find(EXPECTED.encode()) + len(EXPECTED)) - len(',"padding":""')
+        body = {"object": "list", "padding": "p" * pad, "data": data}
     return (json.dumps(body, separators=(",", ":")) if compact else json.dumps(body)).encode()
 
 
@@ -76,6 +84,8 @@ def models_body(models: list[str], *, compact: bool = True) -> bytes:
 SERVERS: dict[str, tuple[bytes, bool]] = {
     "first": (models_body([MODEL]), True),
     "within-1024-bytes": (models_body(["llama-8b", "mistral-7b", MODEL]), True),
+    "ending-at-byte-1024": (models_body(["llama-8b", "mistral-7b", MODEL], ends_at=BUFFER), True),
+    "ending-at-byte-1025": (models_body(["llama-8b", "mistral-7b", MODEL], ends_at=BUFFER + 1), False),
     "past-1024-bytes": (models_body(["llama-8b", "mistral-7b", "phi-3", MODEL]), False),
     "a-longer-name": (models_body([f"{MODEL}-instruct"]), False),
     "written-with-spaces": (models_body([MODEL], compact=False), False),
@@ -87,6 +97,12 @@ def _fixtures_mean_what_they_say() -> None:
     """The bodies sit where their names say: a match ending within the buffer, one starting past it."""
     within = SERVERS["within-1024-bytes"][0].find(EXPECTED.encode())
     past = SERVERS["past-1024-bytes"][0].find(EXPECTED.encode())
+    ends = {
+        name: SERVERS[name][0].find(EXPECTED.encode()) + len(EXPECTED)
+        for name in ("ending-at-byte-1024", "ending-at-byte-1025")
+    }
+    if ends != {"ending-at-byte-1024": BUFFER, "ending-at-byte-1025": BUFFER + 1}:
+        raise AssertionError(f"fixtures moved: the boundary matches end at {ends}")
     if not (within > 0 and within + len(EXPECTED) <= BUFFER < past):
         raise AssertionError(
             f"fixtures moved: the match ends at {within + len(EXPECTED)}, the late one starts at {past}"
@@ -132,8 +148,11 @@ def _cluster(name: str, ports: list[int]) -> dict[str, Any]:
         "connect_timeout": "1s",
         "health_checks": [
             {
-                "timeout": "1s",
+                # Generous: a slow answer must not pass for a body that did not match.
+                "timeout": "5s",
                 "interval": "0.5s",
+                # Checked again and again before any traffic (Envoy's default waits 60 s).
+                "no_traffic_interval": "0.5s",
                 "unhealthy_threshold": 1,
                 "healthy_threshold": 1,
                 "http_health_check": {
@@ -233,8 +252,26 @@ def _health(admin: int) -> dict[str, bool]:
 
 
 def _answered_by(listener: int, route: str) -> list[str]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{listener}/{route}", timeout=5) as answer:
-        return [m["id"] for m in json.loads(answer.read())["data"]]
+    """The models the server that answered lists; an HTTP error as its status."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{listener}/{route}", timeout=5) as answer:
+            return [m["id"] for m in json.loads(answer.read())["data"]]
+    except urllib.error.HTTPError as e:
+        return [f"HTTP {e.code}"]
+
+
+def _network_failures(admin: int) -> dict[str, int]:
+    """cluster -> health checks that failed to connect or time out: each must be a body judged."""
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{admin}/stats?filter=health_check.network_failure", timeout=2
+    ) as answer:
+        lines = answer.read().decode().splitlines()
+    found = {}
+    for line in lines:
+        key, _, value = line.partition(": ")
+        if key.startswith("cluster.") and key.endswith(".health_check.network_failure"):
+            found[key.removeprefix("cluster.").removesuffix(".health_check.network_failure")] = int(value)
+    return found
 
 
 def model_health_check(envoy: Path, root: Path) -> str:
@@ -248,7 +285,7 @@ def model_health_check(envoy: Path, root: Path) -> str:
         path.write_text(yaml.safe_dump(_config(ports, admin, listener)))
         sup = Supervisor(root / "logs")
         proc = sup.start(
-            "envoy-model-health-check", [str(envoy), "-c", str(path), "--base-id", str(admin), "-l", "error"]
+            "envoy-model-health-check", [str(envoy), "-c", str(path), "--disable-hot-restart", "-l", "error"]
         )
         try:
             sup.wait_until(proc, "Envoy listening", lambda: port_open(listener), timeout=30)
@@ -261,8 +298,12 @@ def model_health_check(envoy: Path, root: Path) -> str:
                 got = {name: _health(admin).get(name) for name in SERVERS}
             alone = _answered_by(listener, "alone")
             fallback = _answered_by(listener, "with-a-fallback")
+            failures = _network_failures(admin)
+            unreached = {name: failures.get(name, "no count") for name in SERVERS if failures.get(name) != 0}
         finally:
             sup.stop_all()
+    if unreached:
+        raise AssertionError(f"health checks that reached no body (connect or timeout): {unreached}")
     if got != want:
         raise AssertionError(f"Envoy's health check said {got}, want {want}")
     if alone != ["mistral-7b"] or fallback != [MODEL]:
@@ -271,7 +312,7 @@ def model_health_check(envoy: Path, root: Path) -> str:
             f"and to {fallback} with a healthy fallback (want {MODEL})"
         )
     return (
-        f"Envoy's health check finds {EXPECTED} within the body's first {BUFFER} bytes and not past them, "
+        f"Envoy's health check finds {EXPECTED} ending at byte {BUFFER} of the body and not at {BUFFER + 1}, "
         "tells a longer name apart, fails a body written with spaces; a cluster whose every host fails "
         "is sent to anyway (panic), a fallback level takes the rest"
     )

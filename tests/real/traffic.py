@@ -625,7 +625,7 @@ def main() -> int:
             try:
                 run.results[name] = step()
                 print(f"traffic: {name}: ok ({run.results[name]})")
-            except AssertionError as e:  # CheckFailedError, or a check of its own module
+            except (AssertionError, ConformanceError, OSError) as e:  # a check that failed, or could not run
                 failures += 1
                 print(f"traffic: {name}: FAILED: {e}")
     except ConformanceError as e:
