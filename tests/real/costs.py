@@ -9,6 +9,7 @@ the API server's `apiserver_request_total` from /metrics, and the function's per
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -129,7 +130,9 @@ def noisy_transitions(
     change. A line is logged just before its call's "composed" line; it is noise when it repeats
     the XR's line before it (the whole log read, so a window's first line has its predecessor), or
     when the call it was logged for did not decide the condition it names."""
-    ordered = sorted(calls_made, key=lambda c: c.at)
+    by_xr: dict[str, list[Call]] = {}
+    for c in sorted(calls_made, key=lambda c: c.at):
+        by_xr.setdefault(c.xr, []).append(c)
     noisy = []
     last: dict[str, str] = {}
     for line in sorted(transitions, key=lambda t: t.at):
@@ -139,7 +142,9 @@ def noisy_transitions(
         last[line.xr] = line.condition
         if not since <= line.at < until:
             continue
-        own = next((c for c in ordered if c.xr == line.xr and c.at >= line.at), None)
+        calls = by_xr.get(line.xr, [])
+        at = bisect.bisect_left([c.at for c in calls], line.at)
+        own = calls[at] if at < len(calls) else None
         if before == line.condition or own is None or own.condition != line.condition:
             noisy.append(line)
     return noisy

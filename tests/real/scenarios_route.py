@@ -163,6 +163,8 @@ def route_before_gateway_ready(env: Env, r: Report) -> None:
 
 # Every condition follows the world within this many seconds, both ways (README).
 TRUTH_BOUND_S = 5
+# How long an object must stay unchanged to be taken as settled before a scenario disturbs it.
+QUIET_S = 10.0
 
 
 def _restart_envoy(env: Env) -> float:
@@ -463,7 +465,6 @@ def service_backend_status_dropped(env: Env, r: Report) -> None:
         lambda: true(env.route(), "RoutingReady") and not ours("security-policy-"),
         CONVERGE_S,
     )
-    time.sleep(3)
     key = f"service-backend-{backend_name}"
     obj_name, name = next(
         (o["metadata"]["name"], o["spec"]["forProvider"]["manifest"]["metadata"]["name"])
@@ -471,6 +472,28 @@ def service_backend_status_dropped(env: Env, r: Report) -> None:
         if o["metadata"].get("labels", {}).get("crossplane.io/composite") == ROUTE[1]
         and o["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == key
         and not o["metadata"].get("deletionTimestamp")
+    )
+    # And the backend itself quiet: Envoy AI Gateway reconciles it when a BackendSecurityPolicy that
+    # targeted it goes (the CI of cb1afc2 saw its status written back during the scenario otherwise).
+    versions: list[tuple[float, str]] = []
+
+    def quiet() -> bool:
+        versions.append(
+            (
+                time.monotonic(),
+                env.kube.get(AIGW_API, "AIServiceBackend", name, ROUTE[0])["metadata"]["resourceVersion"],
+            )
+        )
+        since = next(at for at, v in versions if v == versions[-1][1])
+        return versions[-1][0] - since >= QUIET_S
+
+    wait(f"AIServiceBackend {name} unchanged for {QUIET_S:.0f} s", quiet, CONVERGE_S, interval=1)
+    # The policy's removal rewrote the gateway's configuration: True again once the ext-proc has
+    # loaded it (ConfigLoading before).
+    wait(
+        "RoutingReady=True after the configuration loaded",
+        lambda: true(env.route(), "RoutingReady"),
+        CONVERGE_S,
     )
     backend = env.kube.get(AIGW_API, "AIServiceBackend", name, ROUTE[0])
     assert "aigateway.envoyproxy.io/finalizer" in backend["metadata"].get("finalizers", []), backend[
