@@ -89,13 +89,13 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
     provider = plan.spec.provider_config_ref
     accepted = cel.condition_true_query(ACCEPTED)
 
-    def obj(name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    def obj(name: str, manifest: dict[str, Any], cel_query: str = accepted) -> dict[str, Any]:
         return wrap(
             name=name,
             namespace=plan.xr_namespace,
             manifest=manifest,
             provider_config=provider,
-            cel_query=accepted,
+            cel_query=cel_query,
         )
 
     objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
@@ -121,12 +121,8 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
     )
     for b in plan.spec.backends:
         objects[BACKEND_PREFIX + b.name] = obj(plan.object_name("backend", b.name), build_backend(plan, b))
-        objects[SERVICE_BACKEND_PREFIX + b.name] = wrap(
-            name=plan.object_name("service-backend", b.name),
-            namespace=plan.xr_namespace,
-            manifest=build_service_backend(plan, b),
-            provider_config=provider,
-            cel_query=cel.taken_in_query(),
+        objects[SERVICE_BACKEND_PREFIX + b.name] = obj(
+            plan.object_name("service-backend", b.name), build_service_backend(plan, b), cel.taken_in_query()
         )
         auth = security_policy_auth(b)
         if auth is not None:

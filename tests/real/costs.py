@@ -133,6 +133,7 @@ def noisy_transitions(
     by_xr: dict[str, list[Call]] = {}
     for c in sorted(calls_made, key=lambda c: c.at):
         by_xr.setdefault(c.xr, []).append(c)
+    times = {xr: [c.at for c in calls] for xr, calls in by_xr.items()}
     noisy = []
     last: dict[str, str] = {}
     for line in sorted(transitions, key=lambda t: t.at):
@@ -143,7 +144,7 @@ def noisy_transitions(
         if not since <= line.at < until:
             continue
         calls = by_xr.get(line.xr, [])
-        at = bisect.bisect_left([c.at for c in calls], line.at)
+        at = bisect.bisect_left(times.get(line.xr, []), line.at)
         own = calls[at] if at < len(calls) else None
         if before == line.condition or own is None or own.condition != line.condition:
             noisy.append(line)

@@ -450,29 +450,27 @@ def service_backend_status_dropped(env: Env, r: Report) -> None:
     env.kube.apply(doc)
     backend_name = doc["spec"]["backends"][0]["name"]
 
-    # Settled first: a BackendSecurityPolicy event (one deleted by an earlier scenario) would have
-    # Envoy AI Gateway reconcile the backend and write its status back.
-    def ours(prefix: str) -> list[str]:
-        return [
-            o["metadata"]["name"]
+    def ours() -> dict[str, dict[str, Any]]:
+        """The route's composed Objects, by composition-resource-name, but for those being deleted."""
+        return {
+            o["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: o
             for o in env.objects(ROUTE[0]).values()
             if o["metadata"].get("labels", {}).get("crossplane.io/composite") == ROUTE[1]
-            and o["metadata"]["annotations"]["crossplane.io/composition-resource-name"].startswith(prefix)
-        ]
+            and not o["metadata"].get("deletionTimestamp")
+        }
 
+    # Settled first: a BackendSecurityPolicy event (one deleted by an earlier scenario) would have
+    # Envoy AI Gateway reconcile the backend and write its status back.
     wait(
         "the route serving, with no BackendSecurityPolicy of its own left",
-        lambda: true(env.route(), "RoutingReady") and not ours("security-policy-"),
+        lambda: (
+            true(env.route(), "RoutingReady") and not any(k.startswith("security-policy-") for k in ours())
+        ),
         CONVERGE_S,
     )
-    key = f"service-backend-{backend_name}"
-    obj_name, name = next(
-        (o["metadata"]["name"], o["spec"]["forProvider"]["manifest"]["metadata"]["name"])
-        for o in env.objects(ROUTE[0]).values()
-        if o["metadata"].get("labels", {}).get("crossplane.io/composite") == ROUTE[1]
-        and o["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == key
-        and not o["metadata"].get("deletionTimestamp")
-    )
+    composed = ours()[f"service-backend-{backend_name}"]
+    obj_name = composed["metadata"]["name"]
+    name = composed["spec"]["forProvider"]["manifest"]["metadata"]["name"]
     # And the backend itself quiet: Envoy AI Gateway reconciles it when a BackendSecurityPolicy that
     # targeted it goes (the CI of cb1afc2 saw its status written back during the scenario otherwise).
     versions: list[tuple[float, str]] = []
