@@ -30,6 +30,8 @@ from function.gateway.plan import (
 )
 from function.gateway.verdict import (
     AUTH_REMOVAL_BOUND,
+    AUTH_REMOVAL_HOLD,
+    auth_policy_held,
     auth_removed_in,
     caller_auth,
     client_port,
@@ -1662,13 +1664,40 @@ def _stamp(seconds_ago: float) -> str:
 
 
 AUTH_REMOVAL_CASES = [
-    ("auth just turned off: callers are told to send a key, from now", {"header": "authorization"}, 0, True),
-    ("5 s after auth was turned off: still told", {"header": "authorization", "removedAt": 5}, 5, True),
-    ("12 s after: still told", {"header": "x-api-key", "removedAt": 12}, 12, True),
+    # (name, callerAuth published before, seconds since removedAt, told to send a key, policy kept)
     (
-        "16 s after: Envoy has dropped the check, nothing told",
-        {"header": "authorization", "removedAt": 16},
-        16,
+        "auth just turned off: callers told to send a key from now, and the policy kept",
+        {"header": "authorization"},
+        0,
+        True,
+        True,
+    ),
+    (
+        "5 s after auth was turned off: still told, the policy still kept",
+        {"header": "authorization", "removedAt": 5},
+        5,
+        True,
+        True,
+    ),
+    (
+        "19 s after: the routes may not have published it yet, policy kept",
+        {"header": "x-api-key", "removedAt": 19},
+        19,
+        True,
+        True,
+    ),
+    (
+        "21 s after: the policy goes, callers still told while its deletion reaches Envoy",
+        {"header": "authorization", "removedAt": 21},
+        21,
+        True,
+        False,
+    ),
+    (
+        "36 s after: Envoy has dropped the check, nothing told, nothing kept",
+        {"header": "authorization", "removedAt": 36},
+        36,
+        False,
         False,
     ),
     (
@@ -1676,27 +1705,38 @@ AUTH_REMOVAL_CASES = [
         {"header": "authorization", "removedAt": -600},
         0,
         True,
+        True,
     ),
-    ("auth never on: nothing told", None, 0, False),
-    ("a header that is no string is nothing to tell", {"header": 7}, 0, False),
+    ("auth never on: nothing told, a stray policy not kept", None, 0, False, False),
+    ("a header that is no string is nothing to tell", {"header": 7}, 0, False, False),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "previous", "ago", "told"), AUTH_REMOVAL_CASES, ids=[c[0] for c in AUTH_REMOVAL_CASES]
+    ("name", "previous", "ago", "told", "kept"), AUTH_REMOVAL_CASES, ids=[c[0] for c in AUTH_REMOVAL_CASES]
 )
-def test_callers_are_told_to_send_a_key_until_envoy_has_dropped_the_check(
-    name: str, previous: dict[str, Any] | None, ago: float, told: bool
+def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_until_envoy_stops(
+    name: str, previous: dict[str, Any] | None, ago: float, told: bool, kept: bool
 ) -> None:
-    """Found on the real data plane (fresh-clone CI of e1479f1): with auth turned off, status said no
-    key was needed while Envoy still answered keyless requests 401."""
+    """Found on the real data plane: with auth turned off, status said no key was needed while Envoy
+    still answered keyless requests 401 (fresh-clone CI of e1479f1); and with the policy dropped in
+    the call that turned auth off, Envoy served a keyless request while a route still said a key was
+    needed (fresh-clone CI of 6b5b602)."""
     xr = copy.deepcopy(XR)
     if previous is not None:
         published = dict(previous)
         if "removedAt" in published:
             published["removedAt"] = _stamp(published["removedAt"])
         xr["status"] = {"gateway": {"callerAuth": published}}
-    rsp = compose(xr, GATEWAY_INPUT, observed_state("ready"))
+    observed = _policy_accepted_ago(600)
+    rsp = compose(xr, GATEWAY_INPUT, observed)
+    # The policy, while kept, is emitted exactly as observed: nothing about it is re-decided.
+    assert (SECURITY_POLICY in rsp.resources) == kept, name
+    if kept:
+        assert rsp.resources[SECURITY_POLICY]["spec"] == observed[SECURITY_POLICY]["spec"], name
+    assert set(rsp.resources) - {SECURITY_POLICY} == ALL_NAMES, name
+    # Requests with a key are served either way: GatewayReady is not held for it.
+    assert said(rsp, "GatewayReady").ready, name
     got = rsp.status["gateway"].get("callerAuth")
     if not told:
         assert got is None, name
@@ -1705,12 +1745,14 @@ def test_callers_are_told_to_send_a_key_until_envoy_has_dropped_the_check(
     since = datetime.fromisoformat(got["removedAt"])
     # The stamp has whole seconds, and a moment passes between it and the check.
     assert 0 <= (datetime.now(UTC) - since).total_seconds() - ago < 2, name
-    # Called again when the bound has passed, so the key stops being asked for on time.
+    # Called again when the policy is due to go, then when callers stop being told: on time.
+    due = AUTH_REMOVAL_HOLD if kept else AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND
     next_call = rsp.next_call()
     assert next_call is not None
-    assert 14 - ago < next_call.total_seconds() <= 16 - ago, (name, next_call)
-    # Requests with a key are served either way: GatewayReady is not held for it.
-    assert said(rsp, "GatewayReady").ready, name
+    assert due.total_seconds() - 1 - ago < next_call.total_seconds() <= due.total_seconds() + 1 - ago, (
+        name,
+        next_call,
+    )
 
 
 def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
@@ -1720,16 +1762,29 @@ def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
     assert rsp.status["gateway"]["callerAuth"] == {"header": "authorization"}
 
 
-def test_the_key_is_asked_for_exactly_until_the_bound_and_the_next_call_lands_then() -> None:
-    """At the bound to the second the key stops being asked for; one second before, it still is; the
-    call after auth is turned off comes back the bound and one second later, never two."""
+def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_bounds() -> None:
+    """To the second: the policy kept until the hold has passed, the key asked for until the bound
+    after it; each call after auth is turned off comes back one second after the next of them."""
     stamp = datetime(2026, 12, 4, 15, 0, 0, tzinfo=UTC)
     previous = {"header": "authorization", "removedAt": "2026-12-04T15:00:00Z"}
-    at = dataclasses.replace(plan(), now=stamp + AUTH_REMOVAL_BOUND)
-    assert caller_auth(at, previous) is None
-    before = dataclasses.replace(plan(), now=stamp + AUTH_REMOVAL_BOUND - timedelta(seconds=1))
-    assert caller_auth(before, previous) == previous
-    first = dataclasses.replace(plan(), now=stamp)
-    published = caller_auth(first, {"header": "authorization"})
+    told_for = AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND
+
+    def at(after: timedelta) -> GatewayPlan:
+        return dataclasses.replace(plan(), now=stamp + after)
+
+    assert caller_auth(at(told_for), previous) is None
+    assert caller_auth(at(told_for - timedelta(seconds=1)), previous) == previous
+    assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous})
+    assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous})
+    published = caller_auth(at(timedelta(0)), {"header": "authorization"})
     assert published == previous
-    assert auth_removed_in(first, {"callerAuth": published}) == AUTH_REMOVAL_BOUND + timedelta(seconds=1)
+    assert auth_removed_in(at(timedelta(0)), {"callerAuth": published}) == AUTH_REMOVAL_HOLD + timedelta(
+        seconds=1
+    )
+    assert auth_removed_in(
+        at(AUTH_REMOVAL_HOLD), {"callerAuth": published}
+    ) == AUTH_REMOVAL_BOUND + timedelta(seconds=1)
+    # Auth on again: nothing held, nothing due.
+    on = plan({**AUTH_XR["spec"]})
+    assert not auth_policy_held(on, {"callerAuth": previous})
+    assert auth_removed_in(on, {"callerAuth": previous}) is None

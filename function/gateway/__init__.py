@@ -55,7 +55,14 @@ from function.gateway.plan import (
     held_deployment,
     moved_from,
 )
-from function.gateway.verdict import auth_loaded_in, auth_removed_in, derive_verdict, published_status, settle
+from function.gateway.verdict import (
+    auth_loaded_in,
+    auth_policy_held,
+    auth_removed_in,
+    derive_verdict,
+    published_status,
+    settle,
+)
 from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, keep_observed
 from function.upstream import ACCEPTED, PROGRAMMED
@@ -219,9 +226,13 @@ def compose(
             default=None,
         ),
     )
-    # Only caller auth, turned off in the spec, may leave; anything else
-    # observed and not composed now is kept.
-    keep_observed(outcome, observed, removed_by_spec)
+    # Only what the spec took out may leave (caller auth's SecurityPolicy once
+    # its hold has passed: auth_policy_held); anything else observed and not
+    # composed now is kept.
+    held = auth_policy_held(plan, status["gateway"])
+    keep_observed(
+        outcome, observed, lambda name: removed_by_spec(name) and not (held and name == SECURITY_POLICY)
+    )
     outcome.judge_ready(observed)
     outcome.announce(xr)
     return outcome

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from function import readiness
@@ -26,12 +26,22 @@ from function.upstream import ACCEPTED, PROGRAMMED
 # was refused (401) in the second after the SecurityPolicy turned Accepted.
 AUTH_PUSH_BOUND = timedelta(seconds=5)
 
-# Caller auth turned off: until the SecurityPolicy's deletion reaches Envoy
-# (Crossplane deletes its Object, provider-kubernetes the policy, Envoy Gateway
-# translates and pushes), Envoy still answers a request without a key 401. So
-# the gateway keeps telling callers to send one for this long (the fresh-clone
-# CI of e1479f1 counted 401s 5 s after auth was turned off, while the status
-# said no key was needed).
+# Caller auth turned off: the SecurityPolicy is kept this long after
+# `removedAt` is first published, so every ModelRoute has published it before
+# Envoy stops checking keys. Routes learn it through the serving record, on
+# their own reconcile, seconds later (up to 20 s at 100 routes, make scale's
+# follow bound). Dropping the policy in the same call let Envoy serve a keyless
+# request while a route still told callers a key was needed: the fresh-clone CI
+# of 6b5b602 counted two such answers 3 s after auth was turned off. Keys stay
+# checked meanwhile: a removal is late, never early (security fails closed).
+AUTH_REMOVAL_HOLD = timedelta(seconds=20)
+
+# Then, until the SecurityPolicy's deletion reaches Envoy (Crossplane deletes
+# its Object, provider-kubernetes the policy, Envoy Gateway translates and
+# pushes), Envoy still answers a request without a key 401. So the gateway
+# keeps telling callers to send one for this long after the hold (the
+# fresh-clone CI of e1479f1 counted 401s 5 s after the policy went, while the
+# status said no key was needed).
 AUTH_REMOVAL_BOUND = timedelta(seconds=15)
 
 
@@ -193,8 +203,9 @@ def auth_loaded_in(
 
 def caller_auth(plan: GatewayPlan, previous: Any) -> dict[str, str] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
-    and for AUTH_REMOVAL_BOUND after auth is turned off (`removedAt`, first published then). A key
-    sent where none is needed is still served; one missing where Envoy checks is refused."""
+    and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
+    SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy. A key sent
+    where none is needed is still served; one missing where Envoy checks is refused."""
     auth = plan.spec.auth.api_keys
     if auth is not None:
         return {"header": auth.header}
@@ -204,18 +215,35 @@ def caller_auth(plan: GatewayPlan, previous: Any) -> dict[str, str] | None:
     since = readiness.timestamp(previous.get("removedAt"))
     if since is None or since > plan.now:
         since = plan.now
-    if plan.now - since >= AUTH_REMOVAL_BOUND:
+    if plan.now - since >= AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND:
         return None
     return {"header": header, "removedAt": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
+def _removed_at(plan: GatewayPlan, published: Mapping[str, Any]) -> datetime | None:
+    """When caller auth was turned off, as this call publishes it; None while it is on or long gone."""
+    if plan.spec.auth.api_keys is not None:
+        return None
+    return readiness.timestamp(readiness.get_path(published, "callerAuth", "removedAt"))
+
+
+def auth_policy_held(plan: GatewayPlan, published: Mapping[str, Any]) -> bool:
+    """Whether the SecurityPolicy of auth turned off is still kept (AUTH_REMOVAL_HOLD)."""
+    since = _removed_at(plan, published)
+    return since is not None and plan.now - since < AUTH_REMOVAL_HOLD
+
+
 def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelta | None:
-    """While callers are still told to send a key after auth is off: how soon to stop telling them."""
-    since = readiness.timestamp(readiness.get_path(published, "callerAuth", "removedAt"))
+    """After auth is turned off: how soon to drop the kept SecurityPolicy, then to stop telling
+    callers to send a key; each on time, not a poll later."""
+    since = _removed_at(plan, published)
     if since is None:
         return None
+    due = since + AUTH_REMOVAL_HOLD
+    if plan.now >= due:
+        due += AUTH_REMOVAL_BOUND
     # Second precision in the stamp: a second more, so the next call finds the bound passed.
-    return since + AUTH_REMOVAL_BOUND - plan.now + timedelta(seconds=1)
+    return due - plan.now + timedelta(seconds=1)
 
 
 def listener_url(listener: Listener, address: str, port: int | None) -> str | None:

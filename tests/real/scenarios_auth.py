@@ -125,10 +125,35 @@ def caller_auth(env: Env, r: Report) -> None:
     assert true(gateway_follows(env, r, "Available"), "GatewayReady")
     _no_key_no_model(env, r)
     _narrowed_coverage_refused(env, r)
+    port, model = env.plane.gateway_port(GATEWAY[0], GATEWAY[1]), route_doc()["spec"]["model"]
     _set_auth(env, None)
+    off = time.monotonic()
+    # Keys stay checked until the route tells its callers auth was removed (AUTH_REMOVAL_HOLD): the
+    # CI of 6b5b602 saw a keyless request served while the route still said a key was needed.
+    wait(
+        "the route telling its callers auth was removed",
+        lambda: (((env.route() or {}).get("status") or {}).get("callerAuth") or {}).get("removedAt"),
+        60,
+    )
+    told = time.monotonic() - off
+    kept = [
+        p
+        for p in env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0])
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    assert kept, (
+        f"the SecurityPolicy was deleted before the route said removedAt ({told:.0f} s after auth off)"
+    )
+    assert chat(port, model).status == 401, "a keyless request served while the policy is kept"
     wait(
         "the SecurityPolicy deleted with auth off",
         lambda: not env.kube.list("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", GATEWAY[0]),
         120,
+    )
+    gone = time.monotonic() - off
+    wait("a keyless request served once Envoy drops the check", lambda: chat(port, model).ok, 60)
+    r.notes.append(
+        f"auth turned off: the route said removedAt after {told:.0f} s, keyless refused until then; "
+        f"the SecurityPolicy deleted after {gone:.0f} s, keyless served after {time.monotonic() - off:.0f} s"
     )
     assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
