@@ -346,7 +346,7 @@ def main() -> int:
                 if report.ok and (judged.lying or judged.leaks):
                     report.ok = False
                     report.error = "requests disagree with the conditions: " + "; ".join(
-                        f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''}"
+                        f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''} ({s.why})"
                         for s in judged.lies[:8]
                     )
                 reports.append(report)

@@ -81,6 +81,9 @@ class Sample:
     ablation: bool = False
     written_back: bool = False  # its condition said True, written back stale by Crossplane
     down: bool = False  # a reporter was down (a fault scenario): its conditions could not move
+    # Of a failed answer or a leak only: the condition's reason at that second and the answer's
+    # first bytes, so a lie in CI's log says which verdict held and what Envoy answered.
+    why: str = ""
 
 
 @dataclass
@@ -265,8 +268,8 @@ class Prober:
             gateways, routes = self._last
         keys = self.keys()
 
-        def add(subject: str, ans: Answer, said: tuple[bool, bool], *, refused: bool = False) -> None:
-            ready, written_back = said
+        def add(subject: str, ans: Answer, xr: dict[str, Any], typ: str, *, refused: bool = False) -> None:
+            ready, written_back = said(xr, typ)
             # A request that must be refused is judged by its leak alone. A leak is
             # a keyless answer while the route says both "a key is needed" and
             # RoutingReady: until Envoy Gateway has accepted the policy, GatewayReady
@@ -289,6 +292,7 @@ class Prober:
                     self._ablation,
                     written_back=written_back and not ready,
                     down=self._down,
+                    why=(f"{condition(xr, typ).get('reason')}: {ans.body[:80]!r}" if leak or not ok else ""),
                 )
             )
 
@@ -308,17 +312,15 @@ class Prober:
                 tls=to.tls,
                 hostname=to.hostname,
             )
-            ready = said(gw, "GatewayReady")
-            add(f"gateway {meta['namespace']}/{meta['name']}", ans, ready)
+            add(f"gateway {meta['namespace']}/{meta['name']}", ans, gw, "GatewayReady")
         for rt in routes:
             meta = rt["metadata"]
             model = (rt.get("spec") or {}).get("model")
             if not model or meta.get("deletionTimestamp"):
                 continue
             caller = (rt.get("status") or {}).get("callerAuth") or {}
-            ready = said(rt, "RoutingReady")
             ref = (rt.get("spec") or {}).get("gatewayRef") or {}
-            gw = next(
+            owner = next(
                 (
                     g
                     for g in gateways
@@ -327,24 +329,30 @@ class Prober:
                 ),
                 None,
             )
-            gw_status = ((gw or {}).get("status") or {}).get("gateway") or {}
+            gw_status = ((owner or {}).get("status") or {}).get("gateway") or {}
             if not gw_status.get("name"):
                 continue  # its gateway has no Gateway yet: a client has nowhere to send it
-            to = via(gw)
+            to = via(owner)
             port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]), to.port)
             ask = functools.partial(chat, port, model, tls=to.tls, hostname=to.hostname)
             subject = f"route {meta['namespace']}/{meta['name']}"
             if caller.get("required"):
                 header = str(caller.get("header") or "authorization")
                 key = keys.get(header)
-                add(subject, ask({header: f"Bearer {key}"} if key else {}), ready)
+                add(subject, ask({header: f"Bearer {key}"} if key else {}), rt, "RoutingReady")
                 # Auth turned off on the gateway (removedAt): a request without a key may be
                 # refused or served until Envoy drops the check, and judges nothing.
                 if not caller.get("removedAt"):
-                    add(f"{subject} keyless", ask(), ready, refused=True)
-                    add(f"{subject} wrong key", ask({header: "Bearer not-a-key"}), ready, refused=True)
+                    add(f"{subject} keyless", ask(), rt, "RoutingReady", refused=True)
+                    add(
+                        f"{subject} wrong key",
+                        ask({header: "Bearer not-a-key"}),
+                        rt,
+                        "RoutingReady",
+                        refused=True,
+                    )
             else:
-                add(subject, ask(), ready)
+                add(subject, ask(), rt, "RoutingReady")
 
     def _add(self, sample: Sample) -> None:
         with self._lock:
