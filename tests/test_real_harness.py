@@ -375,37 +375,67 @@ def test_the_prober_reads_what_was_decided(name: str, xr: dict[str, Any], want: 
     assert prober.said(xr, "RoutingReady") == want, name
 
 
-def _sample(ok: bool, ready: bool, *, written_back: bool = False, allowance: bool = False) -> prober.Sample:
+def _sample(
+    ok: bool,
+    ready: bool,
+    *,
+    written_back: bool = False,
+    allowance: bool = False,
+    deleted: bool = False,
+    leak: bool = False,
+) -> prober.Sample:
     return prober.Sample(
-        1, "s", "route a/b", ok, 200 if ok else 500, ready, allowance=allowance, written_back=written_back
+        1,
+        "s",
+        "route a/b",
+        ok,
+        200 if ok else 500,
+        ready,
+        leak=leak,
+        allowance=allowance,
+        written_back=written_back,
+        deleted=deleted,
     )
 
 
 JUDGE_CASES = [
-    ("a failed request while it said it was decided ready is a lie", _sample(False, True), (1, 0)),
+    # (name, sample, (lying, written back, leaks, deleted))
+    ("a failed request while it said it was decided ready is a lie", _sample(False, True), (1, 0, 0, 0)),
     (
         "a failed request while only a written-back condition said True is counted apart",
         _sample(False, False, written_back=True),
-        (0, 1),
+        (0, 1, 0, 0),
     ),
-    ("a failed request while nothing said ready is neither", _sample(False, False), (0, 0)),
-    ("a served request is neither", _sample(True, True), (0, 0)),
+    ("a failed request while nothing said ready is neither", _sample(False, False), (0, 0, 0, 0)),
+    ("a served request is neither", _sample(True, True), (0, 0, 0, 0)),
     (
         "a failure inside the detection allowance is neither",
         _sample(False, True, written_back=False, allowance=True),
-        (0, 0),
+        (0, 0, 0, 0),
+    ),
+    (
+        "a failure answered after its route was deleted is counted apart, not a lie",
+        _sample(False, True, deleted=True),
+        (0, 0, 0, 1),
+    ),
+    ("a keyless answer while the route needs a key is a leak", _sample(True, True, leak=True), (0, 0, 1, 0)),
+    (
+        "a keyless answer after the route was deleted is counted apart, not a leak",
+        _sample(True, True, leak=True, deleted=True),
+        (0, 0, 0, 1),
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "sample", "want"), JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_the_prober_judges_lies_and_written_back_seconds_apart(
-    name: str, sample: prober.Sample, want: tuple[int, int]
+    name: str, sample: prober.Sample, want: tuple[int, int, int, int]
 ) -> None:
     p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
     p.samples.append(sample)
     t = p.totals()
-    assert (t.lying, t.written_back) == want, name
+    assert (t.lying, t.written_back, t.leaks, t.deleted) == want, name
+    assert len(t.lies) == t.lying + t.leaks, name
 
 
 class _FakeKube:
@@ -414,15 +444,30 @@ class _FakeKube:
     def __init__(self, gateway_status: dict[str, Any], route_status: dict[str, Any]) -> None:
         self.gateway_status, self.route_status = gateway_status, route_status
         self.down = False  # the API server does not answer
+        self.gone: set[str] = set()  # kinds whose XR was deleted after the list
+
+    def get(
+        self, _api: str, kind: str, name: str, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any] | None:
+        if self.down:
+            raise ConnectionRefusedError("the API server is down")
+        if kind in self.gone:
+            return None
+        return next(
+            o
+            for o in self.list(_api, kind)
+            if (o["metadata"]["name"], o["metadata"]["namespace"]) == (name, namespace)
+        )
 
     def list(self, _api: str, kind: str, _namespace: str | None = None, **_: Any) -> list[dict[str, Any]]:
         if self.down:
             raise ConnectionRefusedError("the API server is down")
         if kind == "InferenceGateway":
             status = {"gateway": {"name": "g", "namespace": "p"}} | self.gateway_status
-            return [{"metadata": {"name": "g", "namespace": "p"}, "status": status}]
+            return [{"kind": kind, "metadata": {"name": "g", "namespace": "p"}, "status": status}]
         return [
             {
+                "kind": kind,
                 "metadata": {"name": "r", "namespace": "t"},
                 "spec": {"model": "m", "gatewayRef": {"name": "g", "namespace": "p"}},
                 "status": self.route_status,
@@ -446,6 +491,20 @@ def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back
     assert got == {"gateway p/g": (False, True, False), "route t/r": (False, False, True)}
     t = p.totals()
     assert (t.lying, t.written_back) == (1, 1)
+
+
+def test_a_failure_for_a_route_deleted_before_the_answer_came_is_no_lie() -> None:
+    """Through _probe: the route read as decided True, deleted by the time its request failed
+    (the CI of a2bb011: a scenario deleted the route within the prober's second)."""
+    decided_true = {"serving": {"ready": True, "reason": "Available"}}
+    kube = _FakeKube(decided_true, decided_true)
+    kube.gone = {"ModelRoute"}
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    p._probe(1)
+    got = {s.subject: s.deleted for s in p.samples}
+    assert got == {"gateway p/g": False, "route t/r": True}
+    t = p.totals()
+    assert (t.lying, t.deleted) == (1, 1), "the gateway, still there, lied; the deleted route did not"
 
 
 def _probed_then_api_server_down() -> prober.Prober:

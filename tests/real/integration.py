@@ -336,6 +336,7 @@ def main() -> int:
                     f"leaks {judged.leaks}, written back {judged.written_back}"
                     + (f", stale while a reporter was down {judged.stale_down}" if report.fault else "")
                     + (f", ablation lying {judged.ablation_lying}" if judged.ablation_lying else "")
+                    + (f", failed after their route was deleted {judged.deleted}" if judged.deleted else "")
                     + (
                         f", Envoy AI Gateway finalizers released (#2565): {', '.join(env.released[released_before:])}"
                         if len(env.released) > released_before

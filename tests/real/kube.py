@@ -57,11 +57,11 @@ class Kube:
                 self.apply(doc)
 
     def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None, **kwargs: Any
     ) -> dict[str, Any] | None:
         res = self._resource(api_version, kind)
         try:
-            obj = res.get(name=name, namespace=namespace if res.namespaced else None)
+            obj = res.get(name=name, namespace=namespace if res.namespaced else None, **kwargs)
         except ApiException as e:
             if e.status == 404:
                 return None

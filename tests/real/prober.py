@@ -23,6 +23,11 @@ conditions read in the same second:
 - a **leak**: a request without a key (or with a wrong one) answered by a
   model while its route says a key is needed and RoutingReady=True.
 
+A failed answer (or a leak) for an XR that was gone or being deleted when the
+answer came is counted apart too: its owner took the model away between the
+prober's read and the request, and no condition can speak for a route that no
+longer exists.
+
 Seconds inside an ablation (a design element taken away on purpose) are
 counted apart: they show what the design prevents, and never fail a run.
 So are seconds while a reporter is down (a fault scenario killed or hung
@@ -81,6 +86,9 @@ class Sample:
     ablation: bool = False
     written_back: bool = False  # its condition said True, written back stale by Crossplane
     down: bool = False  # a reporter was down (a fault scenario): its conditions could not move
+    # Its XR was deleted (or being deleted) when the answer came: its owner took the model away
+    # between the prober's read and the request (the CI of a2bb011 counted one such 500 as a lie).
+    deleted: bool = False
     # Of a failed answer or a leak only: the condition's reason at that second and the answer's
     # first bytes, so a lie in CI's log says which verdict held and what Envoy answered.
     why: str = ""
@@ -96,6 +104,7 @@ class Totals:
     ablation_lying: int = 0
     written_back: int = 0
     stale_down: int = 0
+    deleted: int = 0
     lies: list[Sample] = field(default_factory=list)
 
 
@@ -279,6 +288,7 @@ class Prober:
             # Judged when the answer came, not when the probe began: a scenario's fault that
             # lands between the two is detection (CI counted such a request as a lie).
             allowance = time.time() - self._fault_at < self._detection_s
+            judged = (leak or not ok) and ready
             self._add(
                 Sample(
                     second,
@@ -292,6 +302,7 @@ class Prober:
                     self._ablation,
                     written_back=written_back and not ready,
                     down=self._down,
+                    deleted=judged and self._deleted_since(xr),
                     why=(f"{condition(xr, typ).get('reason')}: {ans.body[:80]!r}" if leak or not ok else ""),
                 )
             )
@@ -354,6 +365,21 @@ class Prober:
             else:
                 add(subject, ask(), rt, "RoutingReady")
 
+    def _deleted_since(self, xr: dict[str, Any]) -> bool:
+        """Whether the XR read at the start of the second is gone or being deleted now."""
+        meta = xr["metadata"]
+        try:
+            now = self.kube.get(
+                XR_API, xr["kind"], meta["name"], meta.get("namespace"), _request_timeout=READ_TIMEOUT_S
+            )
+        except Exception:
+            return False  # cannot tell (the API server down on purpose): judged as read
+        return (
+            now is None
+            or now["metadata"].get("uid") != meta.get("uid")
+            or bool(now["metadata"].get("deletionTimestamp"))
+        )
+
     def _add(self, sample: Sample) -> None:
         with self._lock:
             self.samples.append(sample)
@@ -365,21 +391,7 @@ class Prober:
         served: dict[str, int] = {}
         for s in sorted(samples, key=lambda s: (s.subject, s.second)):
             t.requests += 1
-            if s.leak:
-                t.leaks += 1
-                t.lies.append(s)
-            if not s.ok:
-                t.failed += 1
-            if not s.ok and s.written_back and not s.allowance:
-                t.written_back += 1
-            if not s.ok and s.ready and not s.allowance:
-                if s.down:
-                    t.stale_down += 1
-                elif s.ablation:
-                    t.ablation_lying += 1
-                else:
-                    t.lying += 1
-                    t.lies.append(s)
+            _judge(t, s)
             if s.subject.startswith("route ") and " " not in s.subject[len("route ") :]:
                 if s.ok and not s.ready:
                     served[s.subject] = served.get(s.subject, 0) + 1
@@ -388,6 +400,34 @@ class Prober:
                 elif not s.ok:
                     served.pop(s.subject, None)
         return t
+
+
+def _judge(t: Totals, s: Sample) -> None:
+    """Count one sample's failure, leak or lie in `t`, each in exactly one place."""
+    if s.leak:
+        if s.deleted:
+            t.deleted += 1
+        else:
+            t.leaks += 1
+            t.lies.append(s)
+    if s.ok:
+        return
+    t.failed += 1
+    if s.allowance:
+        return
+    if s.written_back:
+        t.written_back += 1
+    if not s.ready:
+        return
+    if s.deleted:
+        t.deleted += 1
+    elif s.down:
+        t.stale_down += 1
+    elif s.ablation:
+        t.ablation_lying += 1
+    else:
+        t.lying += 1
+        t.lies.append(s)
 
 
 def decided(xr: dict[str, Any] | None) -> bool:
