@@ -151,6 +151,18 @@ def caller_auth(env: Env, r: Report) -> None:
         120,
     )
     gone = time.monotonic() - off
+    wait(
+        "the SecurityPolicy's Object gone",
+        lambda: (
+            not any(
+                o["metadata"].get("annotations", {}).get("crossplane.io/composition-resource-name")
+                == "security-policy"
+                and o["metadata"].get("labels", {}).get("crossplane.io/composite") == GATEWAY[1]
+                for o in env.objects(GATEWAY[0]).values()
+            )
+        ),
+        60,
+    )
     wait("a keyless request served once Envoy drops the check", lambda: chat(port, model).ok, 60)
     r.notes.append(
         f"auth turned off: the route said removedAt after {told:.0f} s, keyless refused until then; "

@@ -491,7 +491,12 @@ def _without_anchor(env: Env, r: Report, anchor: str, generation: int) -> None:
 def bad_input(env: Env, r: Report) -> None:
     """Input the function refuses: one fatal result, the XR not Synced, nothing touched; then restored."""
     composition = EXAMPLES / "configuration" / "inferencegateway-composition.yaml"
-    before = {n: o["metadata"]["resourceVersion"] for n, o in env.objects(GATEWAY[0]).items()}
+    # What an earlier scenario deleted (caller auth's policy) may still be going: not ours to keep.
+    before = {
+        n: o["metadata"]["resourceVersion"]
+        for n, o in env.objects(GATEWAY[0]).items()
+        if not o["metadata"].get("deletionTimestamp")
+    }
 
     def refuse(doc: dict[str, Any]) -> None:
         doc["spec"]["pipeline"][0]["input"]["extProcMarkerAnnotation"] = ""
