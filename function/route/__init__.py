@@ -57,10 +57,10 @@ from function.route.plan import (
     RoutePlan,
 )
 from function.route.verdict import (
-    backends_serving,
     config_loaded_in,
     derive_verdict,
     published_status,
+    read_backends,
     serving_verdict,
 )
 from function.route.view import Attachment, gateway_requirements, read_gateway
@@ -245,14 +245,14 @@ def compose(
 
     # Whose workload serves: read once, for RoutingReady and BackendsServing.
     unresolved = references.unresolved(spec.backends, plan.xr_namespace, required)
-    serving = backends_serving(plan, observed, unresolved)
+    backends = read_backends(plan, observed, unresolved)
     verdict = derive_verdict(
-        plan, view, composed, observed, serving, unresolved=unresolved, required=required
+        plan, view, composed, observed, backends, unresolved=unresolved, required=required
     )
     outcome.verdict = verdict
     outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
     outcome.status = published_status(plan, view)
-    outcome.extra = [serving_verdict(plan, observed, serving, unresolved)]
+    outcome.extra = [serving_verdict(plan, backends)]
     if not all(key in required for key in gateway_wanted):
         # A call before Crossplane has fetched what this one requires (the
         # first of every reconcile; the second when the gateway has no serving

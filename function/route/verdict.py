@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,7 +50,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     view: GatewayView,
     composed: Mapping[str, Any],
     observed: Mapping[str, Mapping[str, Any]],
-    serving: Mapping[str, bool],
+    backends: BackendsRead,
     *,
     unresolved: Mapping[str, Sequence[str]],
     required: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -154,7 +155,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"this route's configuration was written {age} s ago; Envoy AI Gateway's ext-proc loads it "
             f"within {int(EXTPROC_LOAD_BOUND.total_seconds())} s and answers 500 until then",
         )
-    wrong = answered_without_the_model(plan, observed, unresolved, takers, serving)
+    serving = backends.serving
+    wrong = answered_without_the_model(backends, takers)
     if wrong:
         return Verdict(
             ROUTING_READY,
@@ -162,12 +164,12 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.MODEL_NOT_LOADED,
             f"requests Envoy sends to {', '.join(b.name for b in wrong)} are answered without the model "
             "(404, or another model's answer), which no retry or ejection moves to another backend; "
-            f"{serving_details(plan, observed, unresolved)}",
+            f"{backends.details}",
         )
     if (
         takers
         and not any(serving[b.name] for b in takers)
-        and all(workload_serves(plan, b, observed, unresolved) for b in takers)
+        and all(backends.workloads[b.name] for b in takers)
     ):
         # Up, and serving something else (or nothing): the probes say so.
         return Verdict(
@@ -175,7 +177,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             False,
             RoutingReason.MODEL_NOT_LOADED,
             f"no backend that takes the model's requests lists it as loaded "
-            f"({', '.join(b.name for b in takers)}); {serving_details(plan, observed, unresolved)}",
+            f"({', '.join(b.name for b in takers)}); {backends.details}",
         )
     if not any(serving[b.name] for b in takers):
         return Verdict(
@@ -183,7 +185,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             False,
             RoutingReason.BACKEND_NOT_SERVING,
             f"no backend that takes the model's requests is serving ({', '.join(b.name for b in takers)}); "
-            f"{serving_details(plan, observed, unresolved)}"
+            f"{backends.details}"
             + ("" if fails_over or not retries_or_ejection(plan.spec) else f"; {_NO_FALLBACK}")
             if takers
             else "every backend has weight 0: no request is sent to any",
@@ -262,13 +264,40 @@ def model_probe(
     )
 
 
-def answered_without_the_model(
-    plan: RoutePlan,
-    observed: Mapping[str, Mapping[str, Any]],
-    unresolved: Mapping[str, Sequence[str]],
-    takers: Sequence[Backend],
-    serving: Mapping[str, bool],
-) -> list[Backend]:
+@dataclass(frozen=True)
+class BackendsRead:
+    """Every backend as one call reads it, once, for RoutingReady and BackendsServing alike."""
+
+    # Backend name -> its workload serves (and what its policies name is readable).
+    workloads: Mapping[str, bool]
+    # Backend name -> what its modelCheck probe says of the model; only backends with one.
+    probes: Mapping[str, Probe]
+    # Backend name -> it serves: its workload serves and, with a modelCheck, its server lists the model.
+    serving: Mapping[str, bool]
+    # `<backend>: <how it stands>`, the end of both conditions' messages.
+    details: str
+
+
+def read_backends(
+    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+) -> BackendsRead:
+    """Each backend's workload and model check judged once: a probe parses the model list its
+    server answered, and the verdicts and messages all read it."""
+    workloads = {b.name: workload_serves(plan, b, observed, unresolved) for b in plan.spec.backends}
+    probes = {
+        b.name: model_probe(plan, b, b.model_check, observed)
+        for b in plan.spec.backends
+        if b.model_check is not None
+    }
+    return BackendsRead(
+        workloads=workloads,
+        probes=probes,
+        serving={name: up and (name not in probes or probes[name].loaded) for name, up in workloads.items()},
+        details=serving_details(plan, observed, unresolved, probes),
+    )
+
+
+def answered_without_the_model(backends: BackendsRead, takers: Sequence[Backend]) -> list[Backend]:
     """The backends taking the model's requests whose servers answer them without it.
 
     Envoy sends a request to the first priority level with healthy hosts. A
@@ -283,27 +312,15 @@ def answered_without_the_model(
         wrong = [
             b
             for b in here
-            if b.model_check is not None
-            and workload_serves(plan, b, observed, unresolved)
-            and model_probe(plan, b, b.model_check, observed).answers_without_it
+            if b.name in backends.probes
+            and backends.workloads[b.name]
+            and backends.probes[b.name].answers_without_it
         ]
         if wrong:
             return wrong
-        if any(serving[b.name] for b in here):
+        if any(backends.serving[b.name] for b in here):
             return []
     return []
-
-
-def backends_serving(
-    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
-) -> dict[str, bool]:
-    """Backend name -> whether it serves: its workload serves and, with a modelCheck, its server
-    lists the model."""
-    return {
-        b.name: workload_serves(plan, b, observed, unresolved)
-        and (b.model_check is None or model_probe(plan, b, b.model_check, observed).loaded)
-        for b in plan.spec.backends
-    }
 
 
 # Why only the first priority level counts while the route's BackendTrafficPolicy is not in effect.
@@ -342,7 +359,10 @@ def taking_requests(spec: ModelRouteSpec, *, fails_over: bool) -> list[Backend]:
 
 
 def serving_details(
-    plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]], unresolved: Mapping[str, Sequence[str]]
+    plan: RoutePlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    unresolved: Mapping[str, Sequence[str]],
+    probes: Mapping[str, Probe],
 ) -> str:
     """`<backend>: <how it stands>` for every backend with a workload, a model check or an
     unreadable reference, in spec order."""
@@ -356,20 +376,15 @@ def serving_details(
                 )
             )
         if b.model_check is not None:
-            probe = model_probe(plan, b, b.model_check, observed)
-            said.append(f"model {plan.checked_model(b, b.model_check)} {probe.detail}")
+            said.append(f"model {plan.checked_model(b, b.model_check)} {probes[b.name].detail}")
         if said:
             parts.append(f"{b.name}: {', '.join(said)}")
     return "; ".join(parts) or "no backend names a workload"
 
 
-def serving_verdict(
-    plan: RoutePlan,
-    observed: Mapping[str, Mapping[str, Any]],
-    serving: Mapping[str, bool],
-    unresolved: Mapping[str, Sequence[str]],
-) -> Verdict:
+def serving_verdict(plan: RoutePlan, backends: BackendsRead) -> Verdict:
     """BackendsServing: how many backends serve, so a degraded model shows while it still serves."""
+    serving = backends.serving
     count = sum(serving.values())
     total = len(serving)
     unobserved = sum(
@@ -386,7 +401,7 @@ def serving_verdict(
         BACKENDS_SERVING,
         count == total,
         reason,
-        f"{count} of {total} backends serving{note}; {serving_details(plan, observed, unresolved)}",
+        f"{count} of {total} backends serving{note}; {backends.details}",
     )
 
 
