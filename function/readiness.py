@@ -216,6 +216,15 @@ def policy_accepted_at(obj: Mapping[str, Any] | None) -> datetime | None:
     return max(stamps) if stamps else None
 
 
+def policy_refused(obj: Mapping[str, Any] | None) -> bool:
+    """Envoy Gateway said Accepted=False for the policy to an ancestor, and the policy still exists."""
+    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
+    return not target_gone(obj) and any(
+        isinstance(a, Mapping) and (condition({"status": a}, "Accepted") or {}).get("status") == "False"
+        for a in (ancestors if isinstance(ancestors, list) else [])
+    )
+
+
 def _accepted_stamp(holder: Mapping[str, Any]) -> datetime | None:
     found = condition({"status": holder}, "Accepted")
     if found is None or found.get("status") != "True":

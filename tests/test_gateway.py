@@ -1680,23 +1680,23 @@ AUTH_REMOVAL_CASES = [
         True,
     ),
     (
-        "19 s after: the routes may not have published it yet, policy kept",
-        {"header": "x-api-key", "removedAt": 19},
-        19,
+        "24 s after: the routes may not have published it yet, policy kept",
+        {"header": "x-api-key", "removedAt": 24},
+        24,
         True,
         True,
     ),
     (
-        "21 s after: the policy goes, callers still told while its deletion reaches Envoy",
-        {"header": "authorization", "removedAt": 21},
-        21,
+        "26 s after: the policy goes, callers still told while its deletion reaches Envoy",
+        {"header": "authorization", "removedAt": 26},
+        26,
         True,
         False,
     ),
     (
-        "36 s after: Envoy has dropped the check, nothing told, nothing kept",
-        {"header": "authorization", "removedAt": 36},
-        36,
+        "41 s after: Envoy has dropped the check, nothing told, nothing kept",
+        {"header": "authorization", "removedAt": 41},
+        41,
         False,
         False,
     ),
@@ -1755,6 +1755,39 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     )
 
 
+def test_auth_turned_off_while_envoy_gateway_refused_its_policy_drops_it_at_once_and_says_so() -> None:
+    """A refused policy checks no key, and makes Envoy answer every request 500 until it is deleted:
+    not kept for the hold, and GatewayReady False (AuthNotAccepted) while it is still there."""
+    xr = copy.deepcopy(XR)
+    xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(2)}}}
+    observed = _policy_accepted_ago(600, status="False")
+    observed[SECURITY_POLICY]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    rsp = compose(xr, GATEWAY_INPUT, observed)
+    assert SECURITY_POLICY not in rsp.resources
+    assert set(rsp.resources) == ALL_NAMES
+    verdict = said(rsp, "GatewayReady")
+    assert (verdict.ready, verdict.reason) == (False, GatewayReason.AUTH_NOT_ACCEPTED)
+    assert "not deleted yet (caller auth was turned off)" in verdict.message
+    # Once it is gone, nothing holds the gateway.
+    del observed[SECURITY_POLICY]
+    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").ready
+
+
+def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:
+    """The Object of a policy being deleted says Ready=False (Deleting) while Envoy still serves with
+    it: the gateway reads the policy's own Accepted, so it does not go False for those seconds."""
+    xr = copy.deepcopy(XR)
+    xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(30)}}}
+    observed = _policy_accepted_ago(600)
+    observed[SECURITY_POLICY]["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "Deleting"},
+        {"type": "Synced", "status": "True"},
+    ]
+    rsp = compose(xr, GATEWAY_INPUT, observed)
+    assert SECURITY_POLICY not in rsp.resources
+    assert said(rsp, "GatewayReady").ready
+
+
 def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
     xr = copy.deepcopy(AUTH_XR)
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(3)}}}
@@ -1774,8 +1807,9 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
 
     assert caller_auth(at(told_for), previous) is None
     assert caller_auth(at(told_for - timedelta(seconds=1)), previous) == previous
-    assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous})
-    assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous})
+    accepted = _policy_accepted_ago(600)[SECURITY_POLICY]
+    assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous}, accepted)
+    assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous}, accepted)
     published = caller_auth(at(timedelta(0)), {"header": "authorization"})
     assert published == previous
     assert auth_removed_in(at(timedelta(0)), {"callerAuth": published}) == AUTH_REMOVAL_HOLD + timedelta(
@@ -1786,5 +1820,5 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
     ) == AUTH_REMOVAL_BOUND + timedelta(seconds=1)
     # Auth on again: nothing held, nothing due.
     on = plan({**AUTH_XR["spec"]})
-    assert not auth_policy_held(on, {"callerAuth": previous})
+    assert not auth_policy_held(on, {"callerAuth": previous}, accepted)
     assert auth_removed_in(on, {"callerAuth": previous}) is None

@@ -420,9 +420,9 @@ JUDGE_CASES = [
     ),
     ("a keyless answer while the route needs a key is a leak", _sample(True, True, leak=True), (0, 0, 1, 0)),
     (
-        "a keyless answer after the route was deleted is counted apart, not a leak",
+        "a keyless answer is a leak even for a route being deleted: no deletion skips a key check",
         _sample(True, True, leak=True, deleted=True),
-        (0, 0, 0, 1),
+        (0, 0, 1, 0),
     ),
 ]
 
@@ -445,14 +445,22 @@ class _FakeKube:
         self.gateway_status, self.route_status = gateway_status, route_status
         self.down = False  # the API server does not answer
         self.gone: set[str] = set()  # kinds whose XR was deleted after the list
+        self.deleting: dict[str, str] = {}  # kind -> the deletionTimestamp its XR has on a get
+        self.get_fails = False  # a get the API server does not answer
 
     def get(
         self, _api: str, kind: str, name: str, namespace: str | None = None, **_: Any
     ) -> dict[str, Any] | None:
         if self.down:
             raise ConnectionRefusedError("the API server is down")
+        if self.get_fails:
+            raise TimeoutError("the API server did not answer in time")
         if kind in self.gone:
             return None
+        if kind in self.deleting:
+            return {
+                "metadata": {"name": name, "namespace": namespace, "deletionTimestamp": self.deleting[kind]}
+            }
         return next(
             o
             for o in self.list(_api, kind)
@@ -493,18 +501,38 @@ def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back
     assert (t.lying, t.written_back) == (1, 1)
 
 
-def test_a_failure_for_a_route_deleted_before_the_answer_came_is_no_lie() -> None:
-    """Through _probe: the route read as decided True, deleted by the time its request failed
-    (the CI of a2bb011: a scenario deleted the route within the prober's second)."""
+DELETED_CASES = [
+    # (name, how the route stands when its answer came, the route's failure excused)
+    ("a route gone before its answer came is excused", {"gone"}, True),
+    (
+        "a route whose deletion began before its answer came is excused",
+        {"deleting": "2020-01-01T00:00:00Z"},
+        True,
+    ),
+    ("a route deleted only after its answer came still lied", {"deleting": "2999-01-01T00:00:00Z"}, False),
+    ("a route that cannot be read again is judged as read", {"get_fails"}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "how", "excused"), DELETED_CASES, ids=[c[0] for c in DELETED_CASES])
+def test_a_failure_is_excused_only_for_a_route_deleted_before_its_answer_came(
+    name: str, how: Any, excused: bool
+) -> None:
+    """Through _probe: the route read as decided True, its request failed (the CI of a2bb011: a
+    scenario deleted the route within the prober's second). The gateway, still there, lied."""
     decided_true = {"serving": {"ready": True, "reason": "Available"}}
     kube = _FakeKube(decided_true, decided_true)
-    kube.gone = {"ModelRoute"}
+    if "gone" in how:
+        kube.gone = {"ModelRoute"}
+    if isinstance(how, dict):
+        kube.deleting = {"ModelRoute": how["deleting"]}
     p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    kube.get_fails = "get_fails" in how
     p._probe(1)
-    got = {s.subject: s.deleted for s in p.samples}
-    assert got == {"gateway p/g": False, "route t/r": True}
+    assert {s.subject: s.deleted for s in p.samples} == {"gateway p/g": False, "route t/r": excused}, name
     t = p.totals()
-    assert (t.lying, t.deleted) == (1, 1), "the gateway, still there, lied; the deleted route did not"
+    assert (t.lying, t.deleted) == ((1, 1) if excused else (2, 0)), name
+    assert all(s.why.startswith("Available: ") for s in t.lies), name
 
 
 def _probed_then_api_server_down() -> prober.Prober:

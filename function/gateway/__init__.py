@@ -227,9 +227,9 @@ def compose(
         ),
     )
     # Only what the spec took out may leave (caller auth's SecurityPolicy once
-    # its hold has passed: auth_policy_held); anything else observed and not
-    # composed now is kept.
-    held = auth_policy_held(plan, status["gateway"])
+    # its hold has passed, or at once where it is not in effect:
+    # auth_policy_held); anything else observed and not composed now is kept.
+    held = auth_policy_held(plan, status["gateway"], observed.get(SECURITY_POLICY))
     keep_observed(
         outcome, observed, lambda name: removed_by_spec(name) and not (held and name == SECURITY_POLICY)
     )

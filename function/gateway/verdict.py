@@ -30,11 +30,13 @@ AUTH_PUSH_BOUND = timedelta(seconds=5)
 # `removedAt` is first published, so every ModelRoute has published it before
 # Envoy stops checking keys. Routes learn it through the serving record, on
 # their own reconcile, seconds later (up to 20 s at 100 routes, make scale's
-# follow bound). Dropping the policy in the same call let Envoy serve a keyless
-# request while a route still told callers a key was needed: the fresh-clone CI
-# of 6b5b602 counted two such answers 3 s after auth was turned off. Keys stay
-# checked meanwhile: a removal is late, never early (security fails closed).
-AUTH_REMOVAL_HOLD = timedelta(seconds=20)
+# follow bound); counted from the stamp, which is truncated to the second and
+# written before the serving record lands, it leaves them at least 24 s.
+# Dropping the policy in the same call let Envoy serve a keyless request while
+# a route still told callers a key was needed: the fresh-clone CI of 6b5b602
+# counted two such answers 3 s after auth was turned off. Keys stay checked
+# meanwhile: a removal is late, never early (security fails closed).
+AUTH_REMOVAL_HOLD = timedelta(seconds=25)
 
 # Then, until the SecurityPolicy's deletion reaches Envoy (Crossplane deletes
 # its Object, provider-kubernetes the policy, Envoy Gateway translates and
@@ -170,6 +172,15 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "
             "Envoy Gateway answers every request with 500 until it is",
         )
+    if plan.spec.auth.api_keys is None and readiness.policy_refused(policy):
+        # Auth turned off, the policy not deleted yet: one Envoy Gateway refused still makes Envoy
+        # answer 500, whatever the spec says now. Read from the policy's own status, not the
+        # Object's Ready, which turns False (Deleting) for an accepted policy being deleted too.
+        return _not_ready(
+            GatewayReason.AUTH_NOT_ACCEPTED,
+            f"the API-key SecurityPolicy of {gateway_ref} is not Accepted and not deleted yet "
+            "(caller auth was turned off): Envoy Gateway answers every request with 500 until it is",
+        )
     traffic = observed.get(CLIENT_TRAFFIC_POLICY)
     if not readiness.in_effect(traffic):
         return _not_ready(
@@ -227,10 +238,14 @@ def _removed_at(plan: GatewayPlan, published: Mapping[str, Any]) -> datetime | N
     return readiness.timestamp(readiness.get_path(published, "callerAuth", "removedAt"))
 
 
-def auth_policy_held(plan: GatewayPlan, published: Mapping[str, Any]) -> bool:
-    """Whether the SecurityPolicy of auth turned off is still kept (AUTH_REMOVAL_HOLD)."""
+def auth_policy_held(
+    plan: GatewayPlan, published: Mapping[str, Any], policy: Mapping[str, Any] | None
+) -> bool:
+    """Whether the SecurityPolicy of auth turned off is still kept (AUTH_REMOVAL_HOLD): only one in
+    effect. One Envoy Gateway has not accepted checks no key, and makes Envoy answer the gateway's
+    every request 500 (AuthNotAccepted), so it goes at once."""
     since = _removed_at(plan, published)
-    return since is not None and plan.now - since < AUTH_REMOVAL_HOLD
+    return since is not None and plan.now - since < AUTH_REMOVAL_HOLD and readiness.in_effect(policy)
 
 
 def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelta | None:

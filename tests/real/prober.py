@@ -23,10 +23,11 @@ conditions read in the same second:
 - a **leak**: a request without a key (or with a wrong one) answered by a
   model while its route says a key is needed and RoutingReady=True.
 
-A failed answer (or a leak) for an XR that was gone or being deleted when the
+A failed answer for an XR that was gone, replaced or being deleted when the
 answer came is counted apart too: its owner took the model away between the
 prober's read and the request, and no condition can speak for a route that no
-longer exists.
+longer exists. A leak never is: deleting a route cannot make Envoy skip a key
+check.
 
 Seconds inside an ablation (a design element taken away on purpose) are
 counted apart: they show what the design prevents, and never fail a run.
@@ -48,6 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tests.real.report import condition
@@ -287,8 +289,8 @@ class Prober:
             leak = refused and ans.ok and ready
             # Judged when the answer came, not when the probe began: a scenario's fault that
             # lands between the two is detection (CI counted such a request as a lie).
-            allowance = time.time() - self._fault_at < self._detection_s
-            judged = (leak or not ok) and ready
+            answered = time.time()
+            allowance = answered - self._fault_at < self._detection_s
             self._add(
                 Sample(
                     second,
@@ -302,8 +304,9 @@ class Prober:
                     self._ablation,
                     written_back=written_back and not ready,
                     down=self._down,
-                    deleted=judged and self._deleted_since(xr),
-                    why=(f"{condition(xr, typ).get('reason')}: {ans.body[:80]!r}" if leak or not ok else ""),
+                    # A leak is never excused: deleting a route cannot make Envoy skip a key check.
+                    deleted=not ok and ready and self._deleted_before(xr, answered),
+                    why=f"{_reason(xr, typ)}: {ans.body[:80]!r}" if leak or not ok else "",
                 )
             )
 
@@ -365,20 +368,25 @@ class Prober:
             else:
                 add(subject, ask(), rt, "RoutingReady")
 
-    def _deleted_since(self, xr: dict[str, Any]) -> bool:
-        """Whether the XR read at the start of the second is gone or being deleted now."""
+    def _deleted_before(self, xr: dict[str, Any], answered: float) -> bool:
+        """Whether the XR read at the start of the second was gone, replaced (another uid) or being
+        deleted when its answer came: its deletionTimestamp (whole seconds) no later than that."""
+        if self._down:
+            return False  # its conditions could not move: judged as read, counted apart already
         meta = xr["metadata"]
         try:
             now = self.kube.get(
                 XR_API, xr["kind"], meta["name"], meta.get("namespace"), _request_timeout=READ_TIMEOUT_S
             )
         except Exception:
-            return False  # cannot tell (the API server down on purpose): judged as read
-        return (
-            now is None
-            or now["metadata"].get("uid") != meta.get("uid")
-            or bool(now["metadata"].get("deletionTimestamp"))
-        )
+            return False  # cannot tell: judged as read
+        if now is None or now["metadata"].get("uid") != meta.get("uid"):
+            return True
+        stamp = now["metadata"].get("deletionTimestamp")
+        try:
+            return bool(stamp) and datetime.fromisoformat(str(stamp)).timestamp() <= answered
+        except ValueError:
+            return False
 
     def _add(self, sample: Sample) -> None:
         with self._lock:
@@ -405,11 +413,8 @@ class Prober:
 def _judge(t: Totals, s: Sample) -> None:
     """Count one sample's failure, leak or lie in `t`, each in exactly one place."""
     if s.leak:
-        if s.deleted:
-            t.deleted += 1
-        else:
-            t.leaks += 1
-            t.lies.append(s)
+        t.leaks += 1
+        t.lies.append(s)
     if s.ok:
         return
     t.failed += 1
@@ -428,6 +433,12 @@ def _judge(t: Totals, s: Sample) -> None:
     else:
         t.lying += 1
         t.lies.append(s)
+
+
+def _reason(xr: dict[str, Any], typ: str) -> str:
+    """The reason of what the XR last decided (status.serving), else of its condition."""
+    serving = (xr.get("status") or {}).get("serving") or {}
+    return str(serving.get("reason") or condition(xr, typ).get("reason"))
 
 
 def decided(xr: dict[str, Any] | None) -> bool:

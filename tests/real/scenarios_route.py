@@ -450,13 +450,13 @@ def service_backend_status_dropped(env: Env, r: Report) -> None:
     env.kube.apply(doc)
     backend_name = doc["spec"]["backends"][0]["name"]
 
-    def ours() -> dict[str, dict[str, Any]]:
-        """The route's composed Objects, by composition-resource-name, but for those being deleted."""
+    def ours(*, deleting: bool) -> dict[str, dict[str, Any]]:
+        """The route's composed Objects by composition-resource-name, those being deleted too if asked."""
         return {
             o["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: o
             for o in env.objects(ROUTE[0]).values()
             if o["metadata"].get("labels", {}).get("crossplane.io/composite") == ROUTE[1]
-            and not o["metadata"].get("deletionTimestamp")
+            and (deleting or not o["metadata"].get("deletionTimestamp"))
         }
 
     # Settled first: a BackendSecurityPolicy event (one deleted by an earlier scenario) would have
@@ -464,11 +464,12 @@ def service_backend_status_dropped(env: Env, r: Report) -> None:
     wait(
         "the route serving, with no BackendSecurityPolicy of its own left",
         lambda: (
-            true(env.route(), "RoutingReady") and not any(k.startswith("security-policy-") for k in ours())
+            true(env.route(), "RoutingReady")
+            and not any(k.startswith("security-policy-") for k in ours(deleting=True))
         ),
         CONVERGE_S,
     )
-    composed = ours()[f"service-backend-{backend_name}"]
+    composed = ours(deleting=False)[f"service-backend-{backend_name}"]
     obj_name = composed["metadata"]["name"]
     name = composed["spec"]["forProvider"]["manifest"]["metadata"]["name"]
     # And the backend itself quiet: Envoy AI Gateway reconciles it when a BackendSecurityPolicy that
