@@ -492,10 +492,9 @@ def bad_input(env: Env, r: Report) -> None:
     """Input the function refuses: one fatal result, the XR not Synced, nothing touched; then restored."""
     composition = EXAMPLES / "configuration" / "inferencegateway-composition.yaml"
     # What an earlier scenario deleted (caller auth's policy) may still be going: not ours to keep.
+    # Their specs, not resourceVersions: the provider's status writes move those.
     before = {
-        n: o["metadata"]["resourceVersion"]
-        for n, o in env.objects(GATEWAY[0]).items()
-        if not o["metadata"].get("deletionTimestamp")
+        n: o["spec"] for n, o in env.objects(GATEWAY[0]).items() if not o["metadata"].get("deletionTimestamp")
     }
 
     def refuse(doc: dict[str, Any]) -> None:
@@ -513,8 +512,10 @@ def bad_input(env: Env, r: Report) -> None:
     assert "input.anchor" in message, message
     assert "Traceback" not in message, message
     time.sleep(5)
-    after = {n: o["metadata"]["resourceVersion"] for n, o in env.objects(GATEWAY[0]).items() if n in before}
+    after = {n: o["spec"] for n, o in env.objects(GATEWAY[0]).items() if n in before}
     assert set(after) == set(before), "a composed resource went away on a fatal result"
+    changed = sorted(n for n in before if after[n] != before[n])
+    assert not changed, f"composed resources changed on a fatal result: {changed}"
     env.kube.apply_file(
         composition,
         lambda doc: doc["spec"]["pipeline"][0]["input"].__setitem__("extProcMarkerAnnotation", ""),
