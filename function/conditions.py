@@ -31,7 +31,9 @@ class GatewayReason(StrEnum):
     # The anchor AIGatewayRoute does not exist yet or is not Accepted.
     WAITING_FOR_ANCHOR = "WaitingForAnchor"
     # Caller auth is on and its SecurityPolicy is not Accepted (a key Secret
-    # missing): Envoy Gateway answers every request with 500 until it is.
+    # missing), or auth was turned off and a refused policy is still there
+    # (kept for the removal hold): Envoy Gateway answers every request with
+    # 500 until it is Accepted, or deleted.
     AUTH_NOT_ACCEPTED = "AuthNotAccepted"
     # Envoy Gateway accepted the SecurityPolicy less than AUTH_PUSH_BOUND ago:
     # Envoy may not have its keys yet, and refuses every key until it has.

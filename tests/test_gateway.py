@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from function import gateway, serving_record
+from function import gateway, readiness, serving_record
 from function.api import InferenceGatewaySpec, Input, Listener
 from function.cel import policy_accepted_query
 from function.conditions import GatewayReason
@@ -1755,20 +1755,29 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     )
 
 
-def test_auth_turned_off_while_envoy_gateway_refused_its_policy_drops_it_at_once_and_says_so() -> None:
-    """A refused policy checks no key, and makes Envoy answer every request 500 until it is deleted:
-    not kept for the hold, and GatewayReady False (AuthNotAccepted) while it is still there."""
+def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_says_so() -> None:
+    """A refused policy makes Envoy answer every request 500 until it is deleted: kept for the hold
+    like any other (fail closed), and GatewayReady False (AuthNotAccepted) while it is there."""
     xr = copy.deepcopy(XR)
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(2)}}}
     observed = _policy_accepted_ago(600, status="False")
     observed[SECURITY_POLICY]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     rsp = compose(xr, GATEWAY_INPUT, observed)
-    assert SECURITY_POLICY not in rsp.resources
-    assert set(rsp.resources) == ALL_NAMES
+    # Kept for the hold all the same: dropped, keyless requests would be served while routes
+    # that have not followed yet still say a key is needed.
+    assert rsp.resources[SECURITY_POLICY]["spec"] == observed[SECURITY_POLICY]["spec"]
+    assert set(rsp.resources) == ALL_NAMES | {SECURITY_POLICY}
     verdict = said(rsp, "GatewayReady")
     assert (verdict.ready, verdict.reason) == (False, GatewayReason.AUTH_NOT_ACCEPTED)
     assert "not deleted yet (caller auth was turned off)" in verdict.message
-    # Once it is gone, nothing holds the gateway.
+    # Its target deleted (the Object not yet): nothing answers 500, nothing is kept.
+    observed[SECURITY_POLICY]["status"]["conditions"] = [
+        {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
+    ]
+    gone = compose(xr, GATEWAY_INPUT, observed)
+    assert said(gone, "GatewayReady").ready
+    assert SECURITY_POLICY not in gone.resources
+    # Once the Object is gone too, nothing holds the gateway.
     del observed[SECURITY_POLICY]
     assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").ready
 

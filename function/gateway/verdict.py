@@ -241,11 +241,17 @@ def _removed_at(plan: GatewayPlan, published: Mapping[str, Any]) -> datetime | N
 def auth_policy_held(
     plan: GatewayPlan, published: Mapping[str, Any], policy: Mapping[str, Any] | None
 ) -> bool:
-    """Whether the SecurityPolicy of auth turned off is still kept (AUTH_REMOVAL_HOLD): only one in
-    effect. One Envoy Gateway has not accepted checks no key, and makes Envoy answer the gateway's
-    every request 500 (AuthNotAccepted), so it goes at once."""
+    """Whether the SecurityPolicy of auth turned off is still kept (AUTH_REMOVAL_HOLD), whether
+    Envoy Gateway accepted it or not. A refused one makes Envoy answer 500 meanwhile, which
+    GatewayReady says (AuthNotAccepted); dropped at once, it would let Envoy serve keyless
+    requests while routes that had not followed yet still said a key was needed."""
     since = _removed_at(plan, published)
-    return since is not None and plan.now - since < AUTH_REMOVAL_HOLD and readiness.in_effect(policy)
+    return (
+        since is not None
+        and plan.now - since < AUTH_REMOVAL_HOLD
+        and policy is not None
+        and not readiness.target_gone(policy)
+    )
 
 
 def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelta | None:

@@ -23,11 +23,11 @@ conditions read in the same second:
 - a **leak**: a request without a key (or with a wrong one) answered by a
   model while its route says a key is needed and RoutingReady=True.
 
-A failed answer for an XR that was gone, replaced or being deleted when the
-answer came is counted apart too: its owner took the model away between the
-prober's read and the request, and no condition can speak for a route that no
-longer exists. A leak never is: deleting a route cannot make Envoy skip a key
-check.
+A failed answer for an XR the harness deleted after the prober read it and
+before the answer came (the time its delete call returned) is counted apart
+too: the scenario took the model away between the prober's read and the
+request, and no condition can speak for a route that no longer exists. A
+leak never is: deleting a route cannot make Envoy skip a key check.
 
 Seconds inside an ablation (a design element taken away on purpose) are
 counted apart: they show what the design prevents, and never fail a run.
@@ -49,7 +49,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tests.real.report import condition
@@ -88,8 +87,8 @@ class Sample:
     ablation: bool = False
     written_back: bool = False  # its condition said True, written back stale by Crossplane
     down: bool = False  # a reporter was down (a fault scenario): its conditions could not move
-    # Its XR was deleted (or being deleted) when the answer came: its owner took the model away
-    # between the prober's read and the request (the CI of a2bb011 counted one such 500 as a lie).
+    # The harness deleted its XR between the prober's read and the answer: the scenario took the
+    # model away (the CI of a2bb011 counted one such 500 as a lie).
     deleted: bool = False
     # Of a failed answer or a leak only: the condition's reason at that second and the answer's
     # first bytes, so a lie in CI's log says which verdict held and what Envoy answered.
@@ -214,7 +213,8 @@ class Prober:
         self._fault_at = -1e9
         self._detection_s: float = DETECTION_S
         # The XRs as last read: probed against while a fault holds the API server down.
-        self._last: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
+        # What the prober read last, and when it began reading it.
+        self._last: tuple[list[dict[str, Any]], list[dict[str, Any]], float] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -267,16 +267,17 @@ class Prober:
 
     def _probe(self, second: int) -> None:
         try:
+            read_at = time.time()
             gateways = self.kube.list(XR_API, "InferenceGateway", _request_timeout=READ_TIMEOUT_S)
             routes = self.kube.list(XR_API, "ModelRoute", _request_timeout=READ_TIMEOUT_S)
-            self._last = (gateways, routes)
+            self._last = (gateways, routes, read_at)
         except Exception:
             # The API server (or etcd behind it) is down on purpose: the data
             # plane goes on serving, so requests go on, judged against what the
             # XRs said last (they cannot have moved since). Otherwise an error.
             if not self._down or self._last is None:
                 raise
-            gateways, routes = self._last
+            gateways, routes, read_at = self._last
         keys = self.keys()
 
         def add(subject: str, ans: Answer, xr: dict[str, Any], typ: str, *, refused: bool = False) -> None:
@@ -305,7 +306,7 @@ class Prober:
                     written_back=written_back and not ready,
                     down=self._down,
                     # A leak is never excused: deleting a route cannot make Envoy skip a key check.
-                    deleted=not ok and ready and self._deleted_before(xr, answered),
+                    deleted=not ok and ready and self._deleted_between(xr, read_at, answered),
                     why=f"{_reason(xr, typ)}: {ans.body[:80]!r}" if leak or not ok else "",
                 )
             )
@@ -368,25 +369,12 @@ class Prober:
             else:
                 add(subject, ask(), rt, "RoutingReady")
 
-    def _deleted_before(self, xr: dict[str, Any], answered: float) -> bool:
-        """Whether the XR read at the start of the second was gone, replaced (another uid) or being
-        deleted when its answer came: its deletionTimestamp (whole seconds) no later than that."""
-        if self._down:
-            return False  # its conditions could not move: judged as read, counted apart already
+    def _deleted_between(self, xr: dict[str, Any], read_at: float, answered: float) -> bool:
+        """Whether the harness deleted the XR after the prober read it and before its answer came:
+        the time its delete call returned, which is after the deletion took effect."""
         meta = xr["metadata"]
-        try:
-            now = self.kube.get(
-                XR_API, xr["kind"], meta["name"], meta.get("namespace"), _request_timeout=READ_TIMEOUT_S
-            )
-        except Exception:
-            return False  # cannot tell: judged as read
-        if now is None or now["metadata"].get("uid") != meta.get("uid"):
-            return True
-        stamp = now["metadata"].get("deletionTimestamp")
-        try:
-            return bool(stamp) and datetime.fromisoformat(str(stamp)).timestamp() <= answered
-        except ValueError:
-            return False
+        at = self.kube.deleted_at.get((xr["kind"], meta.get("namespace"), meta["name"]))
+        return at is not None and read_at <= at <= answered
 
     def _add(self, sample: Sample) -> None:
         with self._lock:

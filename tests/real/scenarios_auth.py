@@ -164,8 +164,20 @@ def caller_auth(env: Env, r: Report) -> None:
         60,
     )
     wait("a keyless request served once Envoy drops the check", lambda: chat(port, model).ok, 60)
+    served = time.monotonic() - off
+    # And the scenario ends settled: no caller told to send a key (AUTH_REMOVAL_BOUND after the
+    # hold), so the next scenario's gateway and route see no change of ours in flight.
+    wait(
+        "callers no longer told to send a key",
+        lambda: (
+            not (((env.gateway() or {}).get("status") or {}).get("gateway") or {}).get("callerAuth")
+            and (((env.route() or {}).get("status") or {}).get("callerAuth") or {}).get("required") is False
+        ),
+        90,
+    )
     r.notes.append(
         f"auth turned off: the route said removedAt after {told:.0f} s, keyless refused until then; "
-        f"the SecurityPolicy deleted after {gone:.0f} s, keyless served after {time.monotonic() - off:.0f} s"
+        f"the SecurityPolicy deleted after {gone:.0f} s, keyless served after {served:.0f} s, "
+        f"no key asked for after {time.monotonic() - off:.0f} s"
     )
     assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
