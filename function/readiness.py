@@ -203,33 +203,29 @@ def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> dateti
     return timestamp(found.get("lastTransitionTime")) if found is not None else None
 
 
+def _ancestors_accepted(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The Accepted condition Envoy Gateway reports for the policy to each ancestor that has one."""
+    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
+    return [
+        found
+        for a in (ancestors if isinstance(ancestors, list) else [])
+        if isinstance(a, Mapping) and (found := condition({"status": a}, "Accepted")) is not None
+    ]
+
+
 def policy_accepted_at(obj: Mapping[str, Any] | None) -> datetime | None:
     """When Envoy Gateway last turned the policy Accepted, over every ancestor it reports."""
-    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
     stamps = [
         when
-        for a in (ancestors if isinstance(ancestors, list) else [])
-        if isinstance(a, Mapping)
-        for when in [_accepted_stamp(a)]
-        if when is not None
+        for c in _ancestors_accepted(obj)
+        if c.get("status") == "True" and (when := timestamp(c.get("lastTransitionTime"))) is not None
     ]
     return max(stamps) if stamps else None
 
 
 def policy_refused(obj: Mapping[str, Any] | None) -> bool:
     """Envoy Gateway said Accepted=False for the policy to an ancestor, and the policy still exists."""
-    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
-    return not target_gone(obj) and any(
-        isinstance(a, Mapping) and (condition({"status": a}, "Accepted") or {}).get("status") == "False"
-        for a in (ancestors if isinstance(ancestors, list) else [])
-    )
-
-
-def _accepted_stamp(holder: Mapping[str, Any]) -> datetime | None:
-    found = condition({"status": holder}, "Accepted")
-    if found is None or found.get("status") != "True":
-        return None
-    return timestamp(found.get("lastTransitionTime"))
+    return not target_gone(obj) and any(c.get("status") == "False" for c in _ancestors_accepted(obj))
 
 
 def timestamp(stamp: Any) -> datetime | None:

@@ -27,6 +27,7 @@ resource changes the condition, never the desired state.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -160,15 +161,18 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
     return objects
 
 
-def removed_by_spec(name: str) -> bool:
+def removed_by_spec(name: str, *, policy_held: bool = False) -> bool:
     """True for an observed resource the spec no longer composes.
 
-    The SecurityPolicy of auth turned off, the Service observer of a gateway
+    The SecurityPolicy of auth turned off once its removal hold has passed
+    (`policy_held`: verdict.auth_policy_held), the Service observer of a gateway
     that is no longer NodePort, the redirect of a gateway none of whose
     listeners redirects. Asked only of observed names this call did
     not compose, so what the spec still asks for is never dropped.
     """
-    return name in (SECURITY_POLICY, ENVOY_SERVICE, HTTPS_REDIRECT)
+    if name == SECURITY_POLICY:
+        return not policy_held
+    return name in (ENVOY_SERVICE, HTTPS_REDIRECT)
 
 
 def compose(
@@ -226,13 +230,10 @@ def compose(
             default=None,
         ),
     )
-    # Only what the spec took out may leave (caller auth's SecurityPolicy once
-    # its hold has passed, or at once where it is not in effect:
-    # auth_policy_held); anything else observed and not composed now is kept.
+    # Only what the spec took out may leave; anything else observed and not
+    # composed now is kept.
     held = auth_policy_held(plan, status["gateway"], observed.get(SECURITY_POLICY))
-    keep_observed(
-        outcome, observed, lambda name: removed_by_spec(name) and not (held and name == SECURITY_POLICY)
-    )
+    keep_observed(outcome, observed, functools.partial(removed_by_spec, policy_held=held))
     outcome.judge_ready(observed)
     outcome.announce(xr)
     return outcome
