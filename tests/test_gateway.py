@@ -50,6 +50,7 @@ from tests.support import (
     refused,
     run,
     said,
+    stamp_ago,
 )
 
 XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
@@ -1255,10 +1256,13 @@ def test_the_security_policy_checks_the_key_on_the_gateway_and_keeps_it_from_pro
 
 
 def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
-    """Kept, the policy would go on refusing every caller without a key."""
+    """Kept, the policy would go on refusing every caller without a key: it goes once its removal
+    hold has passed, and nothing else goes with it."""
     observed = _with_policy(ready=True)
     observed["legacy-thing"] = copy.deepcopy(observed[ANCHOR])
-    rsp = compose(XR, GATEWAY_INPUT, observed)
+    xr = copy.deepcopy(XR)
+    xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(26)}}}
+    rsp = compose(xr, GATEWAY_INPUT, observed)
     assert set(rsp.resources) == ALL_NAMES | {"legacy-thing"}
     assert said(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
 
@@ -1310,7 +1314,7 @@ def _policy_accepted_ago(
 ) -> dict[str, dict[str, Any]]:
     """The ready gateway with its SecurityPolicy Accepted by Envoy Gateway `seconds` ago, on one ancestor."""
     observed = _with_policy(ready=True)
-    stamp = (datetime.now(zone) - timedelta(seconds=seconds)).strftime(fmt)
+    stamp = stamp_ago(seconds, fmt, zone)
     manifest = observed[SECURITY_POLICY]["status"]["atProvider"]["manifest"]
     manifest["status"] = {
         "ancestors": [
@@ -1660,7 +1664,7 @@ def test_envoy_answers_the_health_check_only_when_asked(name: str, path: str | N
 
 
 def _stamp(seconds_ago: float) -> str:
-    return (datetime.now(UTC) - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp_ago(seconds_ago)
 
 
 AUTH_REMOVAL_CASES = [
@@ -1707,8 +1711,20 @@ AUTH_REMOVAL_CASES = [
         True,
         True,
     ),
-    ("auth never on: nothing told, a stray policy not kept", None, 0, False, False),
-    ("a header that is no string is nothing to tell", {"header": 7}, 0, False, False),
+    (
+        "a status that lost callerAuth while the policy is still there: told its header, held as if just turned off",
+        None,
+        0,
+        True,
+        True,
+    ),
+    (
+        "a header that is no string, the policy still there: its own header told, held",
+        {"header": 7},
+        0,
+        True,
+        True,
+    ),
 ]
 
 
@@ -1741,7 +1757,9 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     if not told:
         assert got is None, name
         return
-    assert got["header"] == previous["header"], name
+    # The header published before, or else the one the policy still there makes Envoy check.
+    header = previous.get("header") if previous else None
+    assert got["header"] == (header if isinstance(header, str) else "authorization"), name
     since = datetime.fromisoformat(got["removedAt"])
     # The stamp has whole seconds, and a moment passes between it and the check.
     assert 0 <= (datetime.now(UTC) - since).total_seconds() - ago < 2, name
@@ -1753,6 +1771,47 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
         name,
         next_call,
     )
+
+
+NOTHING_TO_TELL_CASES = [
+    # (name, callerAuth published before, the policy Object: None, "there" or "deleting")
+    ("auth never on and no policy: nothing told", None, None),
+    ("a header that is no string and no policy: nothing told", {"header": 7}, None),
+    (
+        "a status that lost callerAuth while its policy is being deleted: the hold has passed, nothing told",
+        None,
+        "deleting",
+    ),
+    (
+        "a status that lost callerAuth while its policy's target is gone: nothing checks keys, nothing told",
+        None,
+        "target gone",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "previous", "policy"), NOTHING_TO_TELL_CASES, ids=[c[0] for c in NOTHING_TO_TELL_CASES]
+)
+def test_with_auth_off_callers_are_told_nothing_where_no_policy_makes_envoy_check(
+    name: str, previous: dict[str, Any] | None, policy: str | None
+) -> None:
+    xr = copy.deepcopy(XR)
+    if previous is not None:
+        xr["status"] = {"gateway": {"callerAuth": previous}}
+    observed = _policy_accepted_ago(600)
+    if policy is None:
+        del observed[SECURITY_POLICY]
+    elif policy == "deleting":
+        observed[SECURITY_POLICY]["metadata"]["deletionTimestamp"] = "2026-12-05T06:00:00Z"
+    else:
+        observed[SECURITY_POLICY]["status"]["conditions"] = [
+            {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
+        ]
+    rsp = compose(xr, GATEWAY_INPUT, observed)
+    assert "callerAuth" not in rsp.status["gateway"], name
+    assert SECURITY_POLICY not in rsp.resources, name
+    assert set(rsp.resources) == ALL_NAMES, name
 
 
 def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_says_so() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -34,6 +33,7 @@ from tests.support import (
     load_yaml,
     refused,
     said,
+    stamp_ago,
 )
 
 
@@ -643,7 +643,7 @@ def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> Non
 def _accepted_ago(name: str, seconds: float) -> dict[str, dict[str, Any]]:
     """The composed route with `name`'s target stamped Accepted `seconds` ago by its controller."""
     observed = copy.deepcopy(COMPOSED)
-    stamp = (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = stamp_ago(seconds)
     manifest = observed[name]["status"]["atProvider"]["manifest"]
     manifest.setdefault("status", {})["conditions"] = [
         {
@@ -707,7 +707,7 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
 
 def _spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float, **entry: Any) -> None:
     """A managedFields entry on `name`'s target, `seconds` ago (second precision, as written)."""
-    stamp = (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = stamp_ago(seconds)
     manifest = observed[name]["status"]["atProvider"]["manifest"]
     manifest.setdefault("metadata", {}).setdefault("managedFields", []).append(
         {"manager": "provider-kubernetes/llama-route", "operation": "Apply", "time": stamp}

@@ -161,7 +161,7 @@ def build_objects(plan: GatewayPlan) -> dict[str, dict[str, Any]]:
     return objects
 
 
-def removed_by_spec(name: str, *, policy_held: bool = False) -> bool:
+def removed_by_spec(name: str, *, policy_held: bool) -> bool:
     """True for an observed resource the spec no longer composes.
 
     The SecurityPolicy of auth turned off once its removal hold has passed
@@ -169,6 +169,7 @@ def removed_by_spec(name: str, *, policy_held: bool = False) -> bool:
     that is no longer NodePort, the redirect of a gateway none of whose
     listeners redirects. Asked only of observed names this call did
     not compose, so what the spec still asks for is never dropped.
+    `policy_held` has no default: every caller decides the hold.
     """
     if name == SECURITY_POLICY:
         return not policy_held

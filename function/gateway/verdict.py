@@ -212,17 +212,46 @@ def auth_loaded_in(
     return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
 
 
-def caller_auth(plan: GatewayPlan, previous: Any) -> dict[str, str] | None:
+def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
+    """The header a SecurityPolicy Object still there makes Envoy check. None for one being
+    deleted: that is the hold already passed, not a status that lost it."""
+    if (
+        policy is None
+        or readiness.target_gone(policy)
+        or readiness.get_path(policy, "metadata", "deletionTimestamp") is not None
+    ):
+        return None
+    # The target as observed (what Envoy Gateway has), else as the Object asks for it.
+    desired = readiness.get_path(policy, "spec", "forProvider", "manifest")
+    for manifest in (readiness.observed_manifest(policy), desired):
+        sources = readiness.get_path(manifest, "spec", "apiKeyAuth", "extractFrom")
+        for source in sources if isinstance(sources, list) else []:
+            headers = source.get("headers") if isinstance(source, Mapping) else None
+            if isinstance(headers, list) and headers and isinstance(headers[0], str):
+                return headers[0]
+    return None
+
+
+def caller_auth(
+    plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None = None
+) -> dict[str, str] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
     and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
     SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy. A key sent
-    where none is needed is still served; one missing where Envoy checks is refused."""
+    where none is needed is still served; one missing where Envoy checks is refused.
+
+    A status that lost what it published (restored without it, written over) while the `policy`
+    Object is still there counts as auth turned off now: read from the policy, the header is told
+    and the policy held as if the spec had just changed, not dropped at once while Envoy checks."""
     auth = plan.spec.auth.api_keys
     if auth is not None:
         return {"header": auth.header}
     header = previous.get("header") if isinstance(previous, Mapping) else None
     if not isinstance(header, str):
-        return None
+        header = _policy_header(policy)
+        if header is None:
+            return None
+        previous = {}
     since = readiness.timestamp(previous.get("removedAt"))
     if since is None or since > plan.now:
         since = plan.now
@@ -320,7 +349,7 @@ def published_status(
         "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
     # Routes tell their callers that a key is needed, and in which header.
-    auth = caller_auth(plan, previous_auth)
+    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY))
     if auth is not None:
         gateway["callerAuth"] = auth
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
