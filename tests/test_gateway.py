@@ -1814,6 +1814,59 @@ def test_with_auth_off_callers_are_told_nothing_where_no_policy_makes_envoy_chec
     assert set(rsp.resources) == ALL_NAMES, name
 
 
+def _policy_object(observed: Any, desired: Any) -> dict[str, Any]:
+    """A SecurityPolicy Object whose target has `observed` as its extractFrom (absent: None) and
+    which asks for `desired`."""
+    policy: dict[str, Any] = {
+        "spec": {"forProvider": {"manifest": {"spec": {"apiKeyAuth": {"extractFrom": desired}}}}}
+    }
+    if observed is not None:
+        policy["status"] = {"atProvider": {"manifest": {"spec": {"apiKeyAuth": {"extractFrom": observed}}}}}
+    return policy
+
+
+POLICY_HEADER_CASES = [
+    # (name, the target's extractFrom as observed, the Object's as asked for, the header told)
+    (
+        "the header Envoy Gateway has is told, not the one the Object asks for",
+        [{"headers": ["x-api-key"]}],
+        [{"headers": ["authorization"]}],
+        "x-api-key",
+    ),
+    (
+        "a target not observed yet: the header the Object asks for",
+        None,
+        [{"headers": ["authorization"]}],
+        "authorization",
+    ),
+    (
+        "a headers field that is no list names nothing: the Object's own is read",
+        [{"headers": "x-api-key"}],
+        [{"headers": ["authorization"]}],
+        "authorization",
+    ),
+    ("a header that is no string is passed over for the next", [{"headers": [7, "x-key"]}], [], "x-key"),
+    ("an extractFrom that is no list names nothing", {"headers": ["x-key"]}, "authorization", None),
+    ("a policy with no header anywhere: nothing told", [{"params": ["key"]}], [{}], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "observed", "desired", "header"), POLICY_HEADER_CASES, ids=[c[0] for c in POLICY_HEADER_CASES]
+)
+def test_a_status_that_lost_caller_auth_tells_the_header_its_policy_makes_envoy_check(
+    name: str, observed: Any, desired: Any, header: str | None
+) -> None:
+    now = plan()
+    got = caller_auth(now, None, _policy_object(observed, desired))
+    if header is None:
+        assert got is None, name
+        return
+    assert got is not None, name
+    assert got["header"] == header, name
+    assert readiness.timestamp(got["removedAt"]) == now.now.replace(microsecond=0), name
+
+
 def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_says_so() -> None:
     """A refused policy makes Envoy answer every request 500 until it is deleted: kept for the hold
     like any other (fail closed), and GatewayReady False (AuthNotAccepted) while it is there."""
@@ -1873,12 +1926,12 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
     def at(after: timedelta) -> GatewayPlan:
         return dataclasses.replace(plan(), now=stamp + after)
 
-    assert caller_auth(at(told_for), previous) is None
-    assert caller_auth(at(told_for - timedelta(seconds=1)), previous) == previous
+    assert caller_auth(at(told_for), previous, None) is None
+    assert caller_auth(at(told_for - timedelta(seconds=1)), previous, None) == previous
     accepted = _policy_accepted_ago(600)[SECURITY_POLICY]
     assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous}, accepted)
     assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous}, accepted)
-    published = caller_auth(at(timedelta(0)), {"header": "authorization"})
+    published = caller_auth(at(timedelta(0)), {"header": "authorization"}, None)
     assert published == previous
     assert auth_removed_in(at(timedelta(0)), {"callerAuth": published}) == AUTH_REMOVAL_HOLD + timedelta(
         seconds=1

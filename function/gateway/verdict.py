@@ -224,17 +224,18 @@ def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
     # The target as observed (what Envoy Gateway has), else as the Object asks for it.
     desired = readiness.get_path(policy, "spec", "forProvider", "manifest")
     for manifest in (readiness.observed_manifest(policy), desired):
-        sources = readiness.get_path(manifest, "spec", "apiKeyAuth", "extractFrom")
-        for source in sources if isinstance(sources, list) else []:
-            headers = source.get("headers") if isinstance(source, Mapping) else None
-            if isinstance(headers, list) and headers and isinstance(headers[0], str):
-                return headers[0]
+        for source in _as_list(readiness.get_path(manifest, "spec", "apiKeyAuth", "extractFrom")):
+            for header in _as_list(readiness.get_path(source, "headers")):
+                if isinstance(header, str):
+                    return header
     return None
 
 
-def caller_auth(
-    plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None = None
-) -> dict[str, str] | None:
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None) -> dict[str, str] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
     and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
     SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy. A key sent
