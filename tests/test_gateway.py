@@ -1725,6 +1725,13 @@ AUTH_REMOVAL_CASES = [
         True,
         True,
     ),
+    (
+        "a header that is no string beside a stamp long past: the stamp is not trusted, held from now",
+        {"header": 7, "removedAt": 41},
+        0,
+        True,
+        True,
+    ),
 ]
 
 
