@@ -12,6 +12,7 @@ Numbers arrive from protobuf Structs as floats; pydantic's lax mode accepts
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from enum import StrEnum
@@ -493,15 +494,49 @@ class GatewayRef(Model):
     """The ModelRoute's namespace when unset."""
 
 
+# Names of the clouds' instance metadata services: a route to one would hand callers (and, with a
+# modelCheck, the route's author) the node's credentials. The addresses are refused by range below.
+METADATA_HOSTNAMES = frozenset({"metadata.google.internal", "instance-data.ec2.internal"})
+
+
 class Endpoint(Model):
     """Exactly one of hostname (FQDN) or ip, as an Envoy Gateway Backend takes."""
 
     hostname: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
-    """The backend's DNS name (a Service's cluster name, a provider's API host)."""
+    """The backend's DNS name (a Service's cluster name, a provider's API host); not a cloud's instance
+    metadata service."""
     ip: Annotated[str, Field(pattern=IPV4)] | None = None
-    """The backend's IP address."""
+    """The backend's IP address; not link-local (169.254.0.0/16, where clouds serve instance metadata),
+    loopback or 0.0.0.0."""
     port: Port
     """The backend's port."""
+
+    @field_validator("hostname")
+    @classmethod
+    def _not_metadata_service(cls, hostname: str | None) -> str | None:
+        # The pattern above admits neither a trailing dot nor capitals: one spelling each.
+        if hostname in METADATA_HOSTNAMES:
+            raise ValueError(f"{hostname} is a cloud's instance metadata service: refused")
+        return hostname
+
+    @field_validator("ip")
+    @classmethod
+    def _not_the_nodes_own(cls, ip: str | None) -> str | None:
+        """Whoever writes a ModelRoute chooses this address, and Envoy (and provider-http, for a
+        modelCheck) sends requests there from inside the cluster. Envoy Gateway v1.8.3 refuses only
+        loopback (internal/gatewayapi/backend.go, validateIP), so a link-local address, where
+        every major cloud serves instance metadata, would be routed: refused here, fail closed."""
+        if ip is None:
+            return ip
+        address = ipaddress.ip_address(ip)
+        for refused, what in (
+            (address.is_link_local, "link-local (169.254.0.0/16, where clouds serve instance metadata)"),
+            (address.is_loopback, "loopback"),
+            (address.is_unspecified, "unspecified"),
+        ):
+            if refused:
+                raise ValueError(f"{ip} is {what}: refused")
+        return ip
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Endpoint:

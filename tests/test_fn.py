@@ -240,6 +240,47 @@ BAD = [
         "spec.backends[0].endpoint: set exactly one of hostname and ip",
         id="a backend with both hostname and ip",
     ),
+    *[
+        pytest.param(
+            with_spec(ROUTE_XR, backends=[{"name": "a", "endpoint": endpoint | {"port": 80}}]),
+            ROUTE_INPUT,
+            f"spec.backends[0].endpoint.{field}: {message}",
+            id=name,
+        )
+        for name, endpoint, field, message in (
+            (
+                "a backend at the clouds' instance metadata address is refused",
+                {"ip": "169.254.169.254"},
+                "ip",
+                "169.254.169.254 is link-local (169.254.0.0/16, where clouds serve instance metadata): refused",
+            ),
+            (
+                "a backend at a node-local address is refused",
+                {"ip": "169.254.20.10"},
+                "ip",
+                "169.254.20.10 is link-local",
+            ),
+            (
+                "a backend on the proxy's own loopback is refused",
+                {"ip": "127.0.0.1"},
+                "ip",
+                "127.0.0.1 is loopback: refused",
+            ),
+            ("a backend at 0.0.0.0 is refused", {"ip": "0.0.0.0"}, "ip", "0.0.0.0 is unspecified: refused"),
+            (
+                "a backend at GCP's metadata server by name is refused",
+                {"hostname": "metadata.google.internal"},
+                "hostname",
+                "metadata.google.internal is a cloud's instance metadata service: refused",
+            ),
+            (
+                "a backend at EC2's metadata server by name is refused",
+                {"hostname": "instance-data.ec2.internal"},
+                "hostname",
+                "instance-data.ec2.internal is a cloud's instance metadata service: refused",
+            ),
+        )
+    ],
     pytest.param(
         with_spec(ROUTE_XR, timeouts={"request": "soon"}),
         ROUTE_INPUT,
