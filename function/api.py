@@ -506,8 +506,8 @@ class Endpoint(Model):
     """The backend's DNS name (a Service's cluster name, a provider's API host); not a cloud's instance
     metadata service."""
     ip: Annotated[str, Field(pattern=IPV4)] | None = None
-    """The backend's IP address; not link-local (169.254.0.0/16, where clouds serve instance metadata),
-    loopback or 0.0.0.0."""
+    """The backend's IP address; not link-local (169.254.0.0/16, where clouds serve instance metadata)
+    nor 0.0.0.0."""
     port: Port
     """The backend's port."""
 
@@ -523,16 +523,17 @@ class Endpoint(Model):
     @classmethod
     def _not_the_nodes_own(cls, ip: str | None) -> str | None:
         """Whoever writes a ModelRoute chooses this address, and Envoy (and provider-http, for a
-        modelCheck) sends requests there from inside the cluster. Envoy Gateway v1.8.3 refuses only
-        loopback (internal/gatewayapi/backend.go, validateIP), so a link-local address, where
-        every major cloud serves instance metadata, would be routed: refused here, fail closed."""
+        modelCheck) sends requests there from inside the cluster. Envoy Gateway v1.8.3 refuses
+        loopback, except where Envoy runs on the host (internal/gatewayapi/backend.go, validateIP):
+        that is left to it. It lets through a link-local address, where every major cloud serves
+        instance metadata, and 0.0.0.0, which Linux connects to this host (Envoy's admin port in its
+        own pod): both refused here, fail closed."""
         if ip is None:
             return ip
         address = ipaddress.ip_address(ip)
         for refused, what in (
             (address.is_link_local, "link-local (169.254.0.0/16, where clouds serve instance metadata)"),
-            (address.is_loopback, "loopback"),
-            (address.is_unspecified, "unspecified"),
+            (address.is_unspecified, "unspecified (Linux connects it to the proxy's own host)"),
         ):
             if refused:
                 raise ValueError(f"{ip} is {what}: refused")
