@@ -494,26 +494,43 @@ class GatewayRef(Model):
     """The ModelRoute's namespace when unset."""
 
 
-# Names of the clouds' instance metadata services: a route to one would hand callers (and, with a
-# modelCheck, the route's author) the node's credentials. The addresses are refused by range below.
-METADATA_HOSTNAMES = frozenset({"metadata.google.internal", "instance-data.ec2.internal"})
+# The clouds' instance metadata services: a route to one would hand callers (and, with a
+# modelCheck, the route's author) the node's credentials. By name, with the short names a pod's DNS
+# search list completes (GKE's lists google.internal); by address, Alibaba Cloud's, outside the
+# link-local range the others use (refused by range below).
+METADATA_HOSTNAMES = frozenset(
+    {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"}
+)
+METADATA_ADDRESSES = frozenset({ipaddress.ip_address("100.100.100.200")})
+# A last label that is a number (decimal, octal or 0x hex) makes a host an IPv4 address to
+# resolvers that parse as inet_aton does and to the WHATWG URL standard ("ends in a number"):
+# "2852039166" and "0xa9fea9fe" are 169.254.169.254. No DNS name ends so.
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 
 class Endpoint(Model):
     """Exactly one of hostname (FQDN) or ip, as an Envoy Gateway Backend takes."""
 
     hostname: Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)] | None = None
-    """The backend's DNS name (a Service's cluster name, a provider's API host); not a cloud's instance
-    metadata service."""
+    """The backend's DNS name (a Service's cluster name, a provider's API host); not an address (a last
+    label that is a number), nor a cloud's instance metadata service."""
     ip: Annotated[str, Field(pattern=IPV4)] | None = None
-    """The backend's IP address; not link-local (169.254.0.0/16, where clouds serve instance metadata)
-    nor 0.0.0.0."""
+    """The backend's IP address; not link-local (169.254.0.0/16, where clouds serve instance metadata),
+    Alibaba Cloud's metadata address (100.100.100.200), nor 0.0.0.0."""
     port: Port
     """The backend's port."""
 
     @field_validator("hostname")
     @classmethod
-    def _not_metadata_service(cls, hostname: str | None) -> str | None:
+    def _a_name_not_a_metadata_service(cls, hostname: str | None) -> str | None:
+        """An address written as a name would pass the checks on `ip`: Envoy Gateway refuses it
+        for the Backend (validateHostname), but a modelCheck's probe would be sent there."""
+        if hostname is None:
+            return hostname
+        if _NUMERIC_LABEL.match(hostname.rsplit(".", 1)[-1]):
+            raise ValueError(
+                f"{hostname} ends in a number, so it is an IP address, not a name: refused (set ip)"
+            )
         # The pattern above admits neither a trailing dot nor capitals: one spelling each.
         if hostname in METADATA_HOSTNAMES:
             raise ValueError(f"{hostname} is a cloud's instance metadata service: refused")
@@ -525,14 +542,15 @@ class Endpoint(Model):
         """Whoever writes a ModelRoute chooses this address, and Envoy (and provider-http, for a
         modelCheck) sends requests there from inside the cluster. Envoy Gateway v1.8.3 refuses
         loopback, except where Envoy runs on the host (internal/gatewayapi/backend.go, validateIP):
-        that is left to it. It lets through a link-local address, where every major cloud serves
-        instance metadata, and 0.0.0.0, which Linux connects to this host (Envoy's admin port in its
-        own pod): both refused here, fail closed."""
+        that is left to it. It lets through a link-local address, where AWS, GCP, Azure and
+        others serve instance metadata, and 0.0.0.0, which Linux connects to this host (Envoy's
+        admin port in its own pod): both refused here, fail closed."""
         if ip is None:
             return ip
         address = ipaddress.ip_address(ip)
         for refused, what in (
             (address.is_link_local, "link-local (169.254.0.0/16, where clouds serve instance metadata)"),
+            (address in METADATA_ADDRESSES, "a cloud's instance metadata service"),
             (address.is_unspecified, "unspecified (Linux connects it to the proxy's own host)"),
         ):
             if refused:

@@ -273,6 +273,27 @@ BAD = [
                 "metadata.google.internal is a cloud's instance metadata service: refused",
             ),
             (
+                "a backend at GCP's metadata server by the short name a pod's DNS search completes is refused",
+                {"hostname": "metadata"},
+                "hostname",
+                "metadata is a cloud's instance metadata service: refused",
+            ),
+            (
+                "a backend at Alibaba Cloud's metadata address is refused",
+                {"ip": "100.100.100.200"},
+                "ip",
+                "100.100.100.200 is a cloud's instance metadata service: refused",
+            ),
+            *[
+                (
+                    f"the metadata address written as the name {name} is refused",
+                    {"hostname": name},
+                    "hostname",
+                    f"{name} ends in a number, so it is an IP address, not a name: refused (set ip)",
+                )
+                for name in ("169.254.169.254", "2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "a.0x")
+            ],
+            (
                 "a backend at EC2's metadata server by name is refused",
                 {"hostname": "instance-data.ec2.internal"},
                 "hostname",
@@ -303,12 +324,26 @@ def test_bad_input_gets_one_fatal_naming_the_field_and_changes_nothing(
     assert not rsp.conditions
 
 
-def test_a_loopback_backend_is_left_to_envoy_gateway() -> None:
-    """Envoy Gateway refuses loopback unless Envoy runs on the host, where it is how a local
-    model server is reached (make traffic's routes): the function does not decide that for it."""
-    xr = with_spec(ROUTE_XR, backends=[{"name": "a", "endpoint": {"ip": "127.0.0.1", "port": 80}}])
+ACCEPTED_ENDPOINTS = [
+    # Envoy Gateway refuses loopback unless Envoy runs on the host, where it is how a local model
+    # server is reached (make traffic's routes): the function does not decide that for it.
+    ("a loopback backend is left to Envoy Gateway", {"ip": "127.0.0.1"}),
+    ("an address beside Alibaba Cloud's metadata address is served", {"ip": "100.100.100.201"}),
+    ("an address just below the link-local range is served", {"ip": "169.253.255.255"}),
+    ("a Service's cluster name is served", {"hostname": "vllm.team-a.svc.cluster.local"}),
+    ("a name with numbers in it but not at its end is served", {"hostname": "10.0.0.1.nip.io"}),
+    ("a name whose first label reads as hex is served", {"hostname": "0xdead.example.com"}),
+    ("a name under the metadata server's name is served", {"hostname": "metadata.example.com"}),
+]
+
+
+@pytest.mark.parametrize(("name", "endpoint"), ACCEPTED_ENDPOINTS, ids=[c[0] for c in ACCEPTED_ENDPOINTS])
+def test_backend_addresses_that_are_not_the_nodes_own_are_composed(
+    name: str, endpoint: dict[str, Any]
+) -> None:
+    xr = with_spec(ROUTE_XR, backends=[{"name": "a", "endpoint": endpoint | {"port": 80}}])
     rsp = run(make_request(xr, ROUTE_INPUT, {}))
-    assert fnv1.SEVERITY_FATAL not in [r.severity for r in rsp.results]
+    assert fnv1.SEVERITY_FATAL not in [r.severity for r in rsp.results], name
 
 
 def test_an_unexpected_error_is_one_fatal_line_and_changes_nothing(
