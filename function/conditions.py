@@ -74,7 +74,7 @@ class RoutingReason(StrEnum):
     ROUTE_NOT_ACCEPTED = "RouteNotAccepted"
     # An AIServiceBackend (or its Backend) does not exist yet or is not Accepted.
     BACKEND_NOT_ACCEPTED = "BackendNotAccepted"
-    # Envoy AI Gateway accepted the route within the last EXTPROC_LOAD_BOUND:
+    # Envoy AI Gateway accepted the route within the last CONFIG_LOAD_BOUND:
     # its ext-proc may not have loaded the route's configuration yet.
     CONFIG_LOADING = "ConfigLoading"
     # No backend that would take the model's requests has a serving workload.
