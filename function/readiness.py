@@ -55,6 +55,17 @@ def get_path(obj: Mapping[str, Any] | None, *path: str) -> Any:
     return current
 
 
+def list_at(obj: Mapping[str, Any] | None, *path: str) -> list[Any]:
+    """obj[path[0]][path[1]]... when it is a list, else an empty one: absent and malformed alike."""
+    value = get_path(obj, *path)
+    return value if isinstance(value, list) else []
+
+
+def being_deleted(obj: Mapping[str, Any] | None) -> bool:
+    """Whether the object carries a deletionTimestamp."""
+    return get_path(obj, "metadata", "deletionTimestamp") is not None
+
+
 def condition(obj: Mapping[str, Any] | None, condition_type: str) -> Mapping[str, Any] | None:
     """The condition of that type in obj.status.conditions, if well formed."""
     conditions = get_path(obj, "status", "conditions")
@@ -205,10 +216,9 @@ def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> dateti
 
 def _ancestors_accepted(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The Accepted condition Envoy Gateway reports for the policy to each ancestor that has one."""
-    ancestors = get_path(observed_manifest(obj), "status", "ancestors")
     return [
         found
-        for a in (ancestors if isinstance(ancestors, list) else [])
+        for a in list_at(observed_manifest(obj), "status", "ancestors")
         if isinstance(a, Mapping) and (found := condition({"status": a}, "Accepted")) is not None
     ]
 
@@ -258,8 +268,7 @@ def _count(value: Any) -> int | None:
 
 def node_port(service: Mapping[str, Any] | None, port: int) -> int | None:
     """The node port of a Service's TCP `port`, None until the API server has assigned one."""
-    ports = get_path(service, "spec", "ports")
-    for entry in ports if isinstance(ports, list) else []:
+    for entry in list_at(service, "spec", "ports"):
         if (
             isinstance(entry, Mapping)
             and _count(entry.get("port")) == port

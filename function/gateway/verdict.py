@@ -111,11 +111,10 @@ def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | Non
     reported yet counts as not serving.
     """
     listener = plan.spec.listeners[0].name
-    reported = readiness.get_path(readiness.observed_manifest(gateway), "status", "listeners")
     found = next(
         (
             item
-            for item in (reported if isinstance(reported, list) else [])
+            for item in readiness.list_at(readiness.observed_manifest(gateway), "status", "listeners")
             if isinstance(item, Mapping) and item.get("name") == listener
         ),
         None,
@@ -133,11 +132,10 @@ def _policy_state(policy: Mapping[str, Any] | None) -> str:
     """How an Envoy Gateway policy stands, with the reasons its ancestors give when it is not Accepted."""
     if policy is None:
         return "has not been created yet"
-    ancestors = readiness.get_path(readiness.observed_manifest(policy), "status", "ancestors")
     reasons = sorted(
         {
             f"{c.get('reason')}: {c.get('message')}"
-            for a in (ancestors if isinstance(ancestors, list) else [])
+            for a in readiness.list_at(readiness.observed_manifest(policy), "status", "ancestors")
             if isinstance(a, Mapping)
             for c in [readiness.condition({"status": a}, ACCEPTED)]
             if c is not None and c.get("status") != "True"
@@ -215,24 +213,16 @@ def auth_loaded_in(
 def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
     """The header a SecurityPolicy Object still there makes Envoy check. None for one being
     deleted: that is the hold already passed, not a status that lost it."""
-    if (
-        policy is None
-        or readiness.target_gone(policy)
-        or readiness.get_path(policy, "metadata", "deletionTimestamp") is not None
-    ):
+    if policy is None or readiness.target_gone(policy) or readiness.being_deleted(policy):
         return None
     # The target as observed (what Envoy Gateway has), else as the Object asks for it.
     desired = readiness.get_path(policy, "spec", "forProvider", "manifest")
     for manifest in (readiness.observed_manifest(policy), desired):
-        for source in _as_list(readiness.get_path(manifest, "spec", "apiKeyAuth", "extractFrom")):
-            for header in _as_list(readiness.get_path(source, "headers")):
+        for source in readiness.list_at(manifest, "spec", "apiKeyAuth", "extractFrom"):
+            for header in readiness.list_at(source, "headers"):
                 if isinstance(header, str):
                     return header
     return None
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -248,12 +238,13 @@ def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | No
     if auth is not None:
         return {"header": auth.header}
     header = previous.get("header") if isinstance(previous, Mapping) else None
-    if not isinstance(header, str):
-        header = _policy_header(policy)
+    if isinstance(header, str):
+        since = readiness.timestamp(previous.get("removedAt"))
+    else:
+        # Whatever stamp sits beside a header that is gone is not ours to trust: from now.
+        header, since = _policy_header(policy), None
         if header is None:
             return None
-        previous = {}
-    since = readiness.timestamp(previous.get("removedAt"))
     if since is None or since > plan.now:
         since = plan.now
     if plan.now - since >= AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND:

@@ -138,7 +138,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         view.ready,
         view.missing,
         paused=readiness.paused(xr),
-        deleting=readiness.get_path(xr, "metadata", "deletionTimestamp") is not None,
+        deleting=readiness.being_deleted(xr),
     )
 
 
