@@ -108,14 +108,24 @@ def source_dir(component: Component) -> Path:
     got = hashlib.sha256(archive.read_bytes()).hexdigest()
     if got != want:
         raise ToolchainError(f"{archive}: sha256 {got}, its .sha256 file says {want}: not built")
-    partial = tree.with_name(f".{tree.name}.partial")
+    # A name of this process's own: conformance and integration run at once in
+    # .ci/run, and on a fresh machine both may extract or build the same thing.
+    partial = tree.with_name(f".{tree.name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     with tarfile.open(archive) as tar:
         tar.extractall(partial, filter="data")
     (top,) = list(partial.iterdir())  # one top folder, as shared/upstream/README.md says
-    shutil.rmtree(tree, ignore_errors=True)
-    top.rename(tree)
+    if tree.exists() and not (tree / "go.mod").is_file():
+        shutil.rmtree(tree)  # left half-made by an older layout: a rename is all or nothing
+    try:
+        top.rename(tree)
+    except OSError:
+        # Another process renamed its own extraction in first: the same archive, checked.
+        if not (tree / "go.mod").is_file():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
+        return tree
     partial.rmdir()
     return tree
 
@@ -134,7 +144,7 @@ def ensure(component: Component, binary: str) -> Path:
         return path
     package = component.binaries[binary]
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{binary}.partial")
+    partial = path.with_name(f".{binary}.{os.getpid()}.partial")  # as in source_dir
     env = {
         **os.environ,
         # The committed go.sum decides every dependency; no toolchain switch.
@@ -195,7 +205,7 @@ def archive_crds(component: Component) -> Path:
     out = tree / "_crds"
     if any(out.glob("*.yaml")):
         return out
-    partial = tree / "._crds.partial"
+    partial = tree / f"._crds.{os.getpid()}.partial"  # as in source_dir
     shutil.rmtree(partial, ignore_errors=True)
     run = subprocess.run(
         [
@@ -212,7 +222,12 @@ def archive_crds(component: Component) -> Path:
     )
     if run.returncode != 0:
         raise ToolchainError(f"controller-gen crd in {tree} failed:\n{run.stderr[-4000:]}")
-    partial.rename(out)
+    try:
+        partial.rename(out)
+    except OSError:
+        if not any(out.glob("*.yaml")):
+            raise
+        shutil.rmtree(partial, ignore_errors=True)  # another process wrote the same CRDs first
     return out
 
 
