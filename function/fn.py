@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -62,10 +63,12 @@ def compose(
     inp: Input,
     observed: Mapping[str, Mapping[str, Any]],
     required: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    now: datetime | None = None,
 ) -> Outcome:
     """The composer the Input names, on plain data: the XR, and the observed and required
-    resources by name (any Mapping: views here, dicts in the tests). Raises InvalidError for
-    bad input."""
+    resources by name (any Mapping: views here, dicts in the tests). `now` is the call's clock
+    (the wall clock; tests fix it). Raises InvalidError for bad input."""
     metadata = xr.get("metadata")
     if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("namespace"):
         raise InvalidError(
@@ -73,9 +76,13 @@ def compose(
         )
     try:
         if inp.compose is Composes.GATEWAY:
-            outcome = gateway.compose(xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed)
+            outcome = gateway.compose(
+                xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed, now=now
+            )
         else:
-            outcome = route.compose(xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required)
+            outcome = route.compose(
+                xr, ModelRouteSpec.model_validate(_spec(xr)), inp, observed, required, now=now
+            )
     except ValidationError as e:
         raise InvalidError(describe("spec", e)) from None
     version = metadata.get("resourceVersion")

@@ -46,16 +46,18 @@ ROUTE_INPUT = {
 }
 
 
-def stamp_ago(seconds: float, fmt: str = "%Y-%m-%dT%H:%M:%SZ", zone: timezone = UTC) -> str:
-    """A stamp `seconds` before now in whole seconds, as Kubernetes writes one.
+# The call's clock for tests that judge a stamp against a bound: stamps taken
+# from it (stamp_ago) and the call made at it (compose(..., now=CLOCK)) are
+# exactly that far apart however slowly the test runs. From the wall clock
+# they were not: the fresh-clone CI of 1c552c0 ran mutmut's first pass at
+# nice 19 beside the real stages, and a case 24 s from the 25 s caller-auth
+# hold was called more than half a second after its stamp.
+CLOCK = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
 
-    Taken early in a second: the clock then has most of a second before it reaches the
-    next one, so a test judging "n s ago" against a bound is not at the mercy of a
-    slow machine (a mutation run found a case 24 s from a 25 s bound flip under load).
-    """
-    while datetime.now(UTC).microsecond > 500_000:
-        time.sleep((1_000_000 - datetime.now(UTC).microsecond) / 1_000_000 + 0.001)
-    return (datetime.now(zone) - timedelta(seconds=seconds)).strftime(fmt)
+
+def stamp_ago(seconds: float, fmt: str = "%Y-%m-%dT%H:%M:%SZ", zone: timezone = UTC) -> str:
+    """A stamp `seconds` before CLOCK, in whole seconds as Kubernetes writes one."""
+    return (CLOCK.astimezone(zone) - timedelta(seconds=seconds)).strftime(fmt)
 
 
 def yaml_docs(text: str) -> list[dict[str, Any]]:
@@ -136,17 +138,21 @@ def compose(
     inp: dict[str, Any],
     observed: dict[str, dict[str, Any]] | None = None,
     required: dict[str, list[dict[str, Any]]] | None = None,
+    *,
+    now: datetime | None = None,
 ) -> Outcome:
     """What the function decides on one call, as its Outcome: plain data, no protobuf.
 
     The inputs go in as Crossplane's Structs carry them, every number a double,
-    and through the same dispatcher the servicer uses (`fn.compose`).
+    and through the same dispatcher the servicer uses (`fn.compose`); `now` is
+    the call's clock (default: the wall clock).
     """
     return fn.compose(
         as_production_json(xr),
         Input.model_validate(inp),
         as_production_json(observed or {}),
         as_production_json(required or {}),
+        now=now,
     )
 
 

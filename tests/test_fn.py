@@ -349,7 +349,7 @@ def test_backend_addresses_that_are_not_the_nodes_own_are_composed(
 def test_an_unexpected_error_is_one_fatal_line_and_changes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def explode(*_: Any) -> None:
+    def explode(*_: Any, **__: Any) -> None:
         raise KeyError("boom\nsecond line")
 
     monkeypatch.setattr(gateway, "compose", explode)
@@ -478,7 +478,7 @@ def test_earlier_steps_keep_their_xr_status_fields() -> None:
 def test_an_unexpected_error_is_exactly_its_type_and_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kills a message that appends anything (a traceback line, a file path) to the error."""
 
-    def explode(*_: Any) -> None:
+    def explode(*_: Any, **__: Any) -> None:
         raise ValueError("boom")
 
     monkeypatch.setattr(gateway, "compose", explode)

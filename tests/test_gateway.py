@@ -40,6 +40,7 @@ from function.gateway.verdict import (
 from function.naming import pinned_deployment_name, unique_name
 from function.outcome import Outcome
 from tests.support import (
+    CLOCK,
     EXAMPLES,
     GATEWAY_INPUT,
     applied,
@@ -1262,7 +1263,7 @@ def test_turning_auth_off_removes_exactly_its_security_policy() -> None:
     observed["legacy-thing"] = copy.deepcopy(observed[ANCHOR])
     xr = copy.deepcopy(XR)
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(26)}}}
-    rsp = compose(xr, GATEWAY_INPUT, observed)
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     assert set(rsp.resources) == ALL_NAMES | {"legacy-thing"}
     assert said(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
 
@@ -1344,19 +1345,15 @@ def test_gateway_ready_waits_for_envoy_to_receive_the_keys(
     name: str, ago: float, reason: GatewayReason
 ) -> None:
     """Found on the real data plane: a keyed request refused (401) right after the policy turned Accepted."""
-    rsp = compose(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago))
+    rsp = compose(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago), now=CLOCK)
     got = said(rsp, "GatewayReady")
     assert got.reason == reason, name
     next_call = rsp.next_call()
     assert next_call is not None
     ttl = next_call.total_seconds()
     if reason is GatewayReason.AUTH_LOADING:
-        # The stamp has whole seconds: a second may pass between it and the call.
-        assert any(
-            f"SecurityPolicy of Gateway platform/inference {n} s ago" in got.message for n in (ago, ago + 1)
-        )
-        want = 5 - ago + 1
-        assert want - 1 < ttl <= want, (name, ttl)
+        assert f"SecurityPolicy of Gateway platform/inference {ago} s ago" in got.message, name
+        assert ttl == 5 - ago + 1, (name, ttl)
     else:
         assert ttl == 120
 
@@ -1375,14 +1372,14 @@ def test_the_policy_stamp_is_read_as_kubernetes_writes_it(  # noqa: PLR0917 - on
     name: str, ago: float, status: str, fmt: str, hours: int, holds: bool
 ) -> None:
     zone = timezone(timedelta(hours=hours))
-    rsp = compose(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago, status, fmt, zone))
+    rsp = compose(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago, status, fmt, zone), now=CLOCK)
     reason = said(rsp, "GatewayReady").reason
     assert (reason == GatewayReason.AUTH_LOADING) is holds, (name, reason)
 
 
 def test_a_policy_observed_after_auth_is_turned_off_holds_nothing() -> None:
     """Its stamp is about keys nobody is asked for any more."""
-    rsp = compose(XR, GATEWAY_INPUT, _policy_accepted_ago(1))
+    rsp = compose(XR, GATEWAY_INPUT, _policy_accepted_ago(1), now=CLOCK)
     assert said(rsp, "GatewayReady").reason == GatewayReason.AVAILABLE
 
 
@@ -1752,7 +1749,7 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
             published["removedAt"] = _stamp(published["removedAt"])
         xr["status"] = {"gateway": {"callerAuth": published}}
     observed = _policy_accepted_ago(600)
-    rsp = compose(xr, GATEWAY_INPUT, observed)
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     # The policy, while kept, is emitted exactly as observed: nothing about it is re-decided.
     assert (SECURITY_POLICY in rsp.resources) == kept, name
     if kept:
@@ -1767,17 +1764,12 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     # The header published before, or else the one the policy still there makes Envoy check.
     header = previous.get("header") if previous else None
     assert got["header"] == (header if isinstance(header, str) else "authorization"), name
-    since = datetime.fromisoformat(got["removedAt"])
-    # The stamp has whole seconds, and a moment passes between it and the check.
-    assert 0 <= (datetime.now(UTC) - since).total_seconds() - ago < 2, name
-    # Called again when the policy is due to go, then when callers stop being told: on time.
+    assert (CLOCK - datetime.fromisoformat(got["removedAt"])).total_seconds() == ago, name
+    # Called again a second after the policy is due to go, then after callers stop being told.
     due = AUTH_REMOVAL_HOLD if kept else AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND
     next_call = rsp.next_call()
     assert next_call is not None
-    assert due.total_seconds() - 1 - ago < next_call.total_seconds() <= due.total_seconds() + 1 - ago, (
-        name,
-        next_call,
-    )
+    assert next_call.total_seconds() == due.total_seconds() + 1 - ago, (name, next_call)
 
 
 NOTHING_TO_TELL_CASES = [
@@ -1815,7 +1807,7 @@ def test_with_auth_off_callers_are_told_nothing_where_no_policy_makes_envoy_chec
         observed[SECURITY_POLICY]["status"]["conditions"] = [
             {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
         ]
-    rsp = compose(xr, GATEWAY_INPUT, observed)
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     assert "callerAuth" not in rsp.status["gateway"], name
     assert SECURITY_POLICY not in rsp.resources, name
     assert set(rsp.resources) == ALL_NAMES, name
@@ -1881,7 +1873,7 @@ def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_say
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(2)}}}
     observed = _policy_accepted_ago(600, status="False")
     observed[SECURITY_POLICY]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    rsp = compose(xr, GATEWAY_INPUT, observed)
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     # Kept for the hold all the same: dropped, keyless requests would be served while routes
     # that have not followed yet still say a key is needed.
     assert rsp.resources[SECURITY_POLICY]["spec"] == observed[SECURITY_POLICY]["spec"]
@@ -1893,12 +1885,12 @@ def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_say
     observed[SECURITY_POLICY]["status"]["conditions"] = [
         {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
     ]
-    gone = compose(xr, GATEWAY_INPUT, observed)
+    gone = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     assert said(gone, "GatewayReady").ready
     assert SECURITY_POLICY not in gone.resources
     # Once the Object is gone too, nothing holds the gateway.
     del observed[SECURITY_POLICY]
-    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").ready
+    assert said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady").ready
 
 
 def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:
@@ -1911,7 +1903,7 @@ def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:
         {"type": "Ready", "status": "False", "reason": "Deleting"},
         {"type": "Synced", "status": "True"},
     ]
-    rsp = compose(xr, GATEWAY_INPUT, observed)
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
     assert SECURITY_POLICY not in rsp.resources
     assert said(rsp, "GatewayReady").ready
 
@@ -1919,7 +1911,7 @@ def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:
 def test_auth_turned_on_again_drops_the_removal_stamp() -> None:
     xr = copy.deepcopy(AUTH_XR)
     xr["status"] = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(3)}}}
-    rsp = compose(xr, GATEWAY_INPUT, _policy_accepted_ago(60))
+    rsp = compose(xr, GATEWAY_INPUT, _policy_accepted_ago(60), now=CLOCK)
     assert rsp.status["gateway"]["callerAuth"] == {"header": "authorization"}
 
 

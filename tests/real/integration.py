@@ -43,6 +43,7 @@ from tests.real.prober import Prober, Totals
 from tests.real.processes import Supervisor, stop_cleanly_on_sigterm
 from tests.real.report import Installed, faults_line, proven, release_line, versions_line
 from tests.real.scenarios_auth import caller_auth
+from tests.real.scenarios_creation_order import backend_created_late
 from tests.real.scenarios_faults import FAULTS
 from tests.real.scenarios_gateway import (
     ai_gateway_upgraded,
@@ -106,6 +107,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     upgraded_from_v0_1_0,
     model_swapped,
     model_renamed,
+    backend_created_late,
 ]
 
 # FGR_INSTALL=package (make release-check): Crossplane's package manager installs
