@@ -667,7 +667,7 @@ LOADING_CASES = [
     ),
     ("a route accepted 13 s ago is still loading", "route", 13, RoutingReason.CONFIG_LOADING),
     (
-        "a route accepted 16 s ago may still wait for Envoy to warm a cluster whose Backend came late",
+        "a route accepted 16 s ago is still loading: Envoy has answered 503 until 15.7 s after a write",
         "route",
         16,
         RoutingReason.CONFIG_LOADING,

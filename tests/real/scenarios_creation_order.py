@@ -20,10 +20,10 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from function import naming
-from tests.real.harness import CONVERGE_S, OBJECT_API, ROUTE, Env, model_route_doc, route_doc
+from tests.real.harness import CONVERGE_S, OBJECT_API, ROUTE, Env, model_route_doc, route_doc, true
 from tests.real.kube import wait
 from tests.real.prober import XR_API, decided
-from tests.real.report import Report, ts
+from tests.real.report import Report, condition, ts
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 BACKEND_API = "gateway.envoyproxy.io/v1alpha1"
@@ -99,13 +99,27 @@ def _held(env: Env, target: str, hostname: str) -> bool:
     return False
 
 
-def _translated_without_backend(env: Env, http_route: str) -> bool:
-    """Envoy Gateway has translated the route and found a backend reference it cannot resolve."""
-    route = env.kube.get(GATEWAY_API, "HTTPRoute", http_route, ROUTE[0])
-    parents = ((route or {}).get("status") or {}).get("parents") or []
-    return any(
-        c.get("type") == "ResolvedRefs" and c.get("status") == "False"
-        for p in parents
+def _translated_without(env: Env, http_route: str, target: str) -> bool:
+    """Envoy Gateway has translated the route's current spec, which names the Backend, and found
+    that Backend missing.
+
+    Any ResolvedRefs=False would not do: the route's other Backend is created at no fixed time
+    either, and a translation made before the hosted AIServiceBackend existed names no Backend
+    of it at all.
+    """
+    route = env.kube.get(GATEWAY_API, "HTTPRoute", http_route, ROUTE[0]) or {}
+    named = any(
+        ref.get("kind") == "Backend" and ref.get("name") == target
+        for rule in (route.get("spec") or {}).get("rules") or []
+        for ref in rule.get("backendRefs") or []
+    )
+    generation = (route.get("metadata") or {}).get("generation")
+    return named and any(
+        c.get("type") == "ResolvedRefs"
+        and c.get("status") == "False"
+        and c.get("observedGeneration") == generation
+        and target in str(c.get("message"))
+        for p in (route.get("status") or {}).get("parents") or []
         for c in p.get("conditions") or []
     )
 
@@ -140,13 +154,10 @@ def backend_created_late(env: Env, r: Report) -> None:
         env.kube.apply(model_route_doc((ROUTE[0], name), "late-backend-model", backends))
         wait(
             "Envoy Gateway translating the route without its Backend",
-            lambda: _translated_without_backend(env, http_route),
+            lambda: _translated_without(env, http_route, target),
             CONVERGE_S,
         )
         translated = time.time()
-        assert env.kube.get(BACKEND_API, "Backend", target, ROUTE[0]) is None, (
-            "the Backend exists: the order was not made"
-        )
         time.sleep(max(0.0, translated + HELD_S - time.time()))
         _release(env)
         wait(
@@ -169,8 +180,13 @@ def backend_created_late(env: Env, r: Report) -> None:
             CONVERGE_S,
         )
         created = ts(backend["metadata"]["creationTimestamp"])
-        wait("the route serving", lambda: decided(env.route(ROUTE[0], name)), CONVERGE_S)
-        said_true = time.time()
+        route = wait(
+            "the route serving",
+            lambda: (rt := env.route(ROUTE[0], name)) and decided(rt) and true(rt, "RoutingReady") and rt,
+            CONVERGE_S,
+        )
+        # As the API server stamped it: when RoutingReady last turned True.
+        said_true = ts(condition(route, "RoutingReady")["lastTransitionTime"])
         # Two seconds more of requests, so the prober has judged the seconds around the turn.
         time.sleep(2)
         seen = [s for s in env.prober.samples if s.subject == subject and s.second >= int(translated)]
@@ -185,8 +201,8 @@ def backend_created_late(env: Env, r: Report) -> None:
             else "never failed"
         )
         r.notes.append(
-            f"the hosted Backend held back until {created - translated:.0f} s after Envoy Gateway "
-            f"translated the route without it; from its creation requests {window}; RoutingReady True "
+            f"the hosted Backend held back until {max(0.0, created - translated):.0f} s after Envoy "
+            f"Gateway was seen translating the route without it; from its creation requests {window}; RoutingReady True "
             f"{said_true - created:.0f} s after it"
         )
     finally:
