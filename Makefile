@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale scale-curve faults traffic release-refs mutation image release-check workflows release
+.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale scale-curve faults traffic release-refs mutation image image-arm64 release-check workflows release
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -211,6 +211,16 @@ faults: $(STAMP)
 image: $(STAMP)
 	$(call extras,test)
 	$(BIN)/python -m tools.image
+
+# The same image for arm64, built on this machine and run under qemu-user
+# (binfmt_misc; Debian: qemu-user-static binfmt-support), with every check of
+# `make image`; after `make image` of the same commit, both Function packages
+# pushed as one index to a registry on loopback, and `make release` pushes
+# both. Not run by .ci/run (emulation is slow; the forge's workflow builds
+# arm64 on its own). One `image arm64:` line.
+image-arm64: $(STAMP)
+	$(call extras,test)
+	$(BIN)/python -m tools.image --arch arm64
 
 # What the forge's tag workflow does, from here: both packages (the Function's
 # with the image `make image` built embedded) pushed to release.env's registry,

@@ -29,19 +29,19 @@ def _root(at: Path, mtime: float) -> Path:
 
 
 def test_two_roots_alike_but_for_their_files_times_give_one_digest(tmp_path: Path) -> None:
-    first = image.oci_archive(_root(tmp_path / "a", EPOCH + 500), tmp_path / "a.oci.tar", EPOCH)
-    second = image.oci_archive(_root(tmp_path / "b", EPOCH + 9_000), tmp_path / "b.oci.tar", EPOCH)
+    first = image.oci_archive(_root(tmp_path / "a", EPOCH + 500), tmp_path / "a.oci.tar", EPOCH, "amd64")
+    second = image.oci_archive(_root(tmp_path / "b", EPOCH + 9_000), tmp_path / "b.oci.tar", EPOCH, "amd64")
     assert first.digest == second.digest
     assert first.archive.read_bytes() == second.archive.read_bytes()
     assert first.docker_archive.read_bytes() == second.docker_archive.read_bytes()
 
 
 def test_a_changed_file_changes_the_digest(tmp_path: Path) -> None:
-    first = image.oci_archive(_root(tmp_path / "a", EPOCH), tmp_path / "a.oci.tar", EPOCH)
+    first = image.oci_archive(_root(tmp_path / "a", EPOCH), tmp_path / "a.oci.tar", EPOCH, "amd64")
     root = _root(tmp_path / "b", EPOCH)
     (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
     os.utime(root / "etc" / "passwd", (EPOCH, EPOCH))
-    assert image.oci_archive(root, tmp_path / "b.oci.tar", EPOCH).digest != first.digest
+    assert image.oci_archive(root, tmp_path / "b.oci.tar", EPOCH, "amd64").digest != first.digest
 
 
 def test_the_layer_is_sorted_dated_no_later_than_the_epoch_and_keeps_modes_and_links(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_the_layer_is_sorted_dated_no_later_than_the_epoch_and_keeps_modes_and_l
 def test_both_archives_describe_one_image_that_runs_the_function_as_nonroot(
     tmp_path: Path, archive: str
 ) -> None:
-    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "fn.oci.tar", EPOCH)
+    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "fn.oci.tar", EPOCH, "amd64")
     with tarfile.open(built.archive if archive == "oci" else built.docker_archive) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
     if archive == "oci":
@@ -80,3 +80,37 @@ def test_both_archives_describe_one_image_that_runs_the_function_as_nonroot(
     assert config["config"]["User"] == "65532:65532"
     assert config["config"]["Entrypoint"] == ["/venv/bin/python3.11", "-m", "function"]
     assert not any(e.startswith("TLS_SERVER_CERTS_DIR=") for e in config["config"]["Env"])
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_the_image_config_names_the_architecture_it_was_built_for(tmp_path: Path, arch: str) -> None:
+    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "fn.oci.tar", EPOCH, arch)
+    with tarfile.open(built.docker_archive) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    (entry,) = json.loads(files["manifest.json"])
+    assert json.loads(files[entry["Config"]])["architecture"] == arch
+    assert built.arch == arch
+
+
+def test_wheels_for_another_architecture_are_asked_for_by_its_platform_tags_and_this_machines_by_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(image, "host_arch", lambda: "amd64")
+    assert image.platform_options("amd64") == []
+    options = image.platform_options("arm64")
+    tags = [options[i + 1] for i, o in enumerate(options) if o == "--platform"]
+    assert "manylinux_2_36_aarch64" in tags, "Debian 12's glibc"
+    assert "manylinux2014_aarch64" in tags
+    assert all("aarch64" in t for t in tags)
+    assert not any("2_37" in t for t in tags), "a wheel needing a newer glibc than Debian 12's would not load"
+    assert options[options.index("--python-version") + 1] == "3.11"
+
+
+def test_outputs_of_another_architecture_are_named_apart_from_this_machines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(image, "host_arch", lambda: "amd64")
+    assert image.package_path("amd64").name == "function-gateway-readiness.xpkg"
+    assert image.package_path("arm64").name == "function-gateway-readiness-arm64.xpkg"
+    assert image.commit_path("amd64").name == "commit"
+    assert image.commit_path("arm64").name == "commit-arm64"

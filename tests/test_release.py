@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import release
+from tools import image, publish, release
 
 
 def test_every_package_reference_follows_release_env() -> None:
@@ -110,3 +110,28 @@ def test_a_bad_setting_is_refused_before_anything_is_written(
 )
 def test_a_package_is_named_after_its_repository_as_crossplane_names_it(reference: str, want: str) -> None:
     assert release.installed_name(reference) == want
+
+
+@pytest.mark.parametrize(
+    ("arm64_built_from", "pushed"),
+    [
+        ("HEAD", ["function-gateway-readiness.xpkg", "function-gateway-readiness-arm64.xpkg"]),
+        ("an older commit", ["function-gateway-readiness.xpkg"]),
+        (None, ["function-gateway-readiness.xpkg"]),
+    ],
+    ids=[
+        "an arm64 package of the same commit is pushed with this machine's as one index",
+        "an arm64 package of another commit is left out",
+        "without an arm64 package only this machine's is pushed",
+    ],
+)
+def test_make_release_pushes_every_architectures_package_of_the_commit_it_releases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arm64_built_from: str | None, pushed: list[str]
+) -> None:
+    monkeypatch.setattr(image, "OUT", tmp_path)
+    monkeypatch.setattr(image, "host_arch", lambda: "amd64")
+    monkeypatch.setattr(publish, "FUNCTION_XPKG", tmp_path / "function-gateway-readiness.xpkg")
+    if arm64_built_from is not None:
+        image.package_path("arm64").write_bytes(b"xpkg")
+        image.commit_path("arm64").write_text(arm64_built_from + "\n")
+    assert [p.name for p in publish.function_packages("HEAD")] == pushed

@@ -20,6 +20,14 @@ SOURCE_DATE_EPOCH (the commit's time), gzip without a timestamp. So one commit
 and one set of Debian packages give one digest; `make image` builds twice and
 says whether the digests agree, and if not, which files differ.
 
+`make image-arm64` builds the same image for arm64 on this amd64 machine: the
+Debian roots for arm64 (mmdebstrap runs their maintainer scripts, and the
+build stage's pip, under qemu-user through binfmt_misc) and the wheels for
+aarch64, at the same versions; then runs every check below on it, emulated,
+and pushes its Function package with this commit's amd64 one as one
+multi-platform index to a registry on loopback, as the forge's tag workflow
+pushes them.
+
 Then it is run (podman, crun): serving mTLS with the layout Crossplane's
 function runtime mounts (TLS_SERVER_CERTS_DIR=/tls/server holding tls.crt,
 tls.key, ca.crt), it must answer a client with a certificate of that CA and
@@ -31,6 +39,7 @@ Development runtime must equal the expected render. Ends with one line:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gzip
 import hashlib
@@ -45,9 +54,12 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools import release
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "_output" / "image"
@@ -74,10 +86,14 @@ REMOVED = (
     "var/lib/dpkg",
 )
 NONROOT = 65532
+# Debian's architecture names, and the machine names of wheels' platform tags and of qemu-user.
+MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
+# Debian 12's glibc is 2.36: the manylinux tags a wheel may carry to run on it, newest first.
+GLIBC_MINORS = range(36, 16, -1)
 PYTHON = "/usr/bin/python3.11"
 # The function runtime's mount point for its certificates (Crossplane's Deployment for a Function).
 TLS_DIR = "/tls/server"
-NAME = "function-gateway-readiness"
+NAME = release.FUNCTION
 
 
 def _run(cmd: list[str], **kwargs: object) -> str:
@@ -92,8 +108,28 @@ def source_date_epoch() -> int:
     return int(_run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"]).strip())
 
 
-def wheels(into: Path) -> None:
-    """The function's wheel and every runtime dependency's, at the versions the project's venv runs."""
+def host_arch() -> str:
+    return _run(["dpkg", "--print-architecture"]).strip()
+
+
+def platform_options(arch: str) -> list[str]:
+    """pip download's options for another architecture's wheels (none for this machine's)."""
+    if arch == host_arch():
+        return []
+    machine = MACHINES[arch]
+    tags = [*(f"manylinux_2_{minor}_{machine}" for minor in GLIBC_MINORS), f"manylinux2014_{machine}"]
+    return [
+        *(option for tag in tags for option in ("--platform", tag)),
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+    ]
+
+
+def wheels(into: Path, arch: str) -> None:
+    """The function's wheel and every runtime dependency's, at the versions the project's venv runs,
+    built for arch."""
     into.mkdir(parents=True)
     python = sys.executable
     _run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(into), str(ROOT)])
@@ -107,13 +143,14 @@ def wheels(into: Path) -> None:
     (wheel,) = into.glob("*.whl")
     _run(
         [python, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(into),
-         "--constraint", str(constraints), str(wheel)]
+         "--constraint", str(constraints), *platform_options(arch), str(wheel)]
     )  # fmt: skip
 
 
-def debian_root(into: Path, variant: str, packages: tuple[str, ...], epoch: int) -> None:
+def debian_root(into: Path, variant: str, packages: tuple[str, ...], epoch: int, arch: str) -> None:
     _run(
-        ["mmdebstrap", "--quiet", f"--variant={variant}", f"--include={','.join(packages)}", SUITE, str(into), *SOURCES],
+        ["mmdebstrap", "--quiet", f"--variant={variant}", f"--architectures={arch}",
+         f"--include={','.join(packages)}", SUITE, str(into), *SOURCES],
         env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
     )  # fmt: skip
 
@@ -132,8 +169,8 @@ def build_venv(build_root: Path, wheel_dir: Path, epoch: int) -> None:
     inside("/venv/bin/pip", "uninstall", "--quiet", "--yes", "pip", "setuptools")
 
 
-def runtime_root(into: Path, build_root: Path, epoch: int) -> None:
-    debian_root(into, "extract", RUNTIME_PACKAGES, epoch)
+def runtime_root(into: Path, build_root: Path, epoch: int, arch: str) -> None:
+    debian_root(into, "extract", RUNTIME_PACKAGES, epoch, arch)
     for pattern in REMOVED:
         for path in into.glob(pattern):
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -175,16 +212,22 @@ class Image:
     size_mb: float  # its one layer, compressed
     layer_digest: str  # the layer's diff ID
     docker_archive: Path  # the same image as `docker save` writes it: what xpkg build embeds
+    arch: str  # Debian's name of the architecture it is built for
+
+    @property
+    def emulated(self) -> bool:
+        """Run here under qemu-user: slower to start and to answer."""
+        return self.arch != host_arch()
 
 
-def oci_archive(root: Path, out: Path, epoch: int) -> Image:
+def oci_archive(root: Path, out: Path, epoch: int, arch: str) -> Image:
     """An OCI image layout, tarred (podman's `oci-archive:`), of one layer and its config."""
     tar = layer(root, epoch)
     diff_id = "sha256:" + hashlib.sha256(tar).hexdigest()
     gz = gzip.compress(tar, compresslevel=9, mtime=0)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     config = {
-        "architecture": _run(["dpkg", "--print-architecture"]).strip(),
+        "architecture": arch,
         "os": "linux",
         "created": created,
         "config": {
@@ -241,7 +284,7 @@ def oci_archive(root: Path, out: Path, epoch: int) -> Image:
     }
     docker = out.with_name(out.name.replace(".oci.tar", ".docker.tar"))
     _tar(docker, saved, [layer_name.split("/")[0]], epoch)
-    return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id, docker)
+    return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id, docker, arch)
 
 
 def _tar(out: Path, files: dict[str, bytes], folders: list[str], epoch: int) -> None:
@@ -258,14 +301,14 @@ def _tar(out: Path, files: dict[str, bytes], folders: list[str], epoch: int) -> 
                 archive.addfile(info)
 
 
-def build(workdir: Path, out: Path) -> tuple[Image, Path]:
+def build(workdir: Path, out: Path, arch: str) -> tuple[Image, Path]:
     """Both stages, then the archive; returns it and the runtime root (kept for a comparison)."""
     epoch = source_date_epoch()
-    wheels(workdir / "wheels")
-    debian_root(workdir / "build", "minbase", BUILD_PACKAGES, epoch)
+    wheels(workdir / "wheels", arch)
+    debian_root(workdir / "build", "minbase", BUILD_PACKAGES, epoch, arch)
     build_venv(workdir / "build", workdir / "wheels", epoch)
-    runtime_root(workdir / "runtime", workdir / "build", epoch)
-    return oci_archive(workdir / "runtime", out, epoch), workdir / "runtime"
+    runtime_root(workdir / "runtime", workdir / "build", epoch, arch)
+    return oci_archive(workdir / "runtime", out, epoch, arch), workdir / "runtime"
 
 
 def differing(a: Path, b: Path) -> list[str]:
@@ -310,7 +353,9 @@ def running(image: Image, *args: str, options: tuple[str, ...] = ()) -> Iterator
     cmd = [*PODMAN, "run", "--detach", "--rm", "--name", name, "--network", "host", *LIMITS, *options]
     _run([*cmd, f"oci-archive:{image.archive}", f"--address=127.0.0.1:{port}", *args])
     try:
-        deadline = time.monotonic() + 60
+        # Emulated, Python takes seconds to import the SDK and the function before it listens.
+        started_within = 300 if image.emulated else 60
+        deadline = time.monotonic() + started_within
         while time.monotonic() < deadline:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -318,13 +363,15 @@ def running(image: Image, *args: str, options: tuple[str, ...] = ()) -> Iterator
             time.sleep(0.1)
         else:
             logs = subprocess.run([*PODMAN, "logs", name], capture_output=True, text=True, check=False)
-            raise SystemExit(f"image: the container did not listen within 60 s: {logs.stdout}{logs.stderr}")
+            raise SystemExit(
+                f"image: the container did not listen within {started_within} s: {logs.stdout}{logs.stderr}"
+            )
         yield name, f"127.0.0.1:{port}"
     finally:
         subprocess.run([*PODMAN, "stop", "--time", "10", name], capture_output=True, check=False)
 
 
-def _call(address: str, root: bytes, client: tuple[bytes, bytes] | None) -> str:
+def _call(address: str, root: bytes, client: tuple[bytes, bytes] | None, timeout: float) -> str:
     """One RunFunction over TLS: "served" or the gRPC status code's name."""
     import grpc  # noqa: PLC0415 - the SDK's grpcio, only where a container is called
     from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1  # noqa: PLC0415
@@ -340,7 +387,7 @@ def _call(address: str, root: bytes, client: tuple[bytes, bytes] | None) -> str:
     with grpc.secure_channel(address, creds) as channel:
         try:
             rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(
-                make_request(xr, GATEWAY_INPUT), timeout=10
+                make_request(xr, GATEWAY_INPUT), timeout=timeout
             )
         except grpc.RpcError as e:
             return str(e.code().name)  # type: ignore[attr-defined]
@@ -358,12 +405,13 @@ def check_mtls(image: Image, work: Path) -> list[str]:
         f.chmod(0o644)  # the container's user is not root
     problems = []
     mount = ("--volume", f"{certs}:{TLS_DIR}:ro", "--env", f"TLS_SERVER_CERTS_DIR={TLS_DIR}")
+    timeout = 60 if image.emulated else 10
     with running(image, options=mount) as (name, address):
-        if (got := _call(address, ca.pem, ca.leaf("crossplane"))) != "served":
+        if (got := _call(address, ca.pem, ca.leaf("crossplane"), timeout)) != "served":
             problems.append(f"a client with the CA's certificate got {got}")
-        if (got := _call(address, ca.pem, None)) == "served":
+        if (got := _call(address, ca.pem, None, timeout)) == "served":
             problems.append("a client without a certificate was served")
-        if (got := _call(address, ca.pem, other.leaf("crossplane"))) == "served":
+        if (got := _call(address, ca.pem, other.leaf("crossplane"), timeout)) == "served":
             problems.append("a client with another CA's certificate was served")
         # exec works (Python answers with its uid), so a shell that does not run is absent, not unreachable.
         uid = _run(
@@ -421,41 +469,126 @@ def function_package(image: Image, out: Path) -> list[str]:
 TOOLS = ("mmdebstrap", "podman", "runc")
 
 
-def main() -> int:
+def suffix(arch: str) -> str:
+    """What tells an architecture's outputs apart: nothing for this machine's, `-<arch>` for another."""
+    return "" if arch == host_arch() else f"-{arch}"
+
+
+def package_path(arch: str) -> Path:
+    """Where the Function package with arch's image embedded is left (make release pushes it)."""
+    return OUT / f"{NAME}{suffix(arch)}.xpkg"
+
+
+def commit_path(arch: str) -> Path:
+    """The commit package_path(arch) was built from: make release refuses another commit's."""
+    return OUT / f"commit{suffix(arch)}"
+
+
+def emulation_missing(arch: str) -> str | None:
+    """Why arch's binaries cannot run here, or None: another architecture runs under qemu-user,
+    registered with binfmt_misc (Debian's qemu-user-static and binfmt-support register it)."""
+    if arch == host_arch():
+        return None
+    entry = Path("/proc/sys/fs/binfmt_misc") / f"qemu-{MACHINES[arch]}"
+    if entry.is_file() and entry.read_text().startswith("enabled"):
+        return None
+    return (
+        f"no qemu-user for {arch} registered in binfmt_misc ({entry}); Debian: "
+        "apt-get install qemu-user-static binfmt-support"
+    )
+
+
+def index_platforms(packages: list[Path]) -> list[str]:
+    """The platforms of the one index `crossplane xpkg push` makes of these packages, read back from a
+    registry on loopback, as the forge's tag workflow pushes amd64 and arm64 together."""
+    from tests.real import toolchain  # noqa: PLC0415
+    from tests.real.versions import CROSSPLANE_CLI, REGISTRY  # noqa: PLC0415
+
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    port = _free_port()
+    registry = subprocess.Popen(
+        [str(toolchain.ensure(REGISTRY, "registry")), "-port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        ref = f"localhost:{port}/example/{NAME}:index"
+        _run([str(cli), "xpkg", "push", "-f", ",".join(str(p) for p in packages), ref])
+        request = urllib.request.Request(
+            f"http://localhost:{port}/v2/example/{NAME}/manifests/index",
+            headers={
+                "Accept": "application/vnd.oci.image.index.v1+json, "
+                "application/vnd.docker.distribution.manifest.list.v2+json"
+            },
+        )
+        with urllib.request.urlopen(request, timeout=10) as rsp:  # noqa: S310 - http, our own registry
+            index = json.loads(rsp.read())
+    finally:
+        registry.terminate()
+        registry.wait(timeout=10)
+    return sorted(
+        f"{m['platform']['os']}/{m['platform']['architecture']}"
+        for m in index.get("manifests", [])
+        if "platform" in m
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
     # `.ci/run` stops a failed run with SIGTERM: as an exit, so `running` stops its container.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parser = argparse.ArgumentParser(prog="python -m tools.image")
+    parser.add_argument("--arch", choices=sorted(MACHINES), default=host_arch())
+    arch = parser.parse_args(argv).arch
+    said = "image" if arch == host_arch() else f"image {arch}"
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         print(
-            f"image: NOT BUILT: {', '.join(missing)} not installed (Debian: apt-get install {' '.join(missing)})"
+            f"{said}: NOT BUILT: {', '.join(missing)} not installed (Debian: apt-get install {' '.join(missing)})"
         )
         return 1
+    if (why := emulation_missing(arch)) is not None:
+        print(f"{said}: NOT BUILT: {why}")
+        return 1
     OUT.mkdir(parents=True, exist_ok=True)
+    head = _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
     with tempfile.TemporaryDirectory(prefix="fgr-image-") as d:
         work = Path(d)
-        image, first_root = build(work / "first", OUT / f"{NAME}.oci.tar")
-        again, second_root = build(work / "second", work / "second.oci.tar")
+        image, first_root = build(work / "first", OUT / f"{NAME}{suffix(arch)}.oci.tar", arch)
+        again, second_root = build(work / "second", work / "second.oci.tar", arch)
         diff = [] if image.digest == again.digest else differing(first_root, second_root)
         problems = check_mtls(image, work)
         rendered, identical = check_renders(image)
-        problems += function_package(image, OUT / "function-gateway-readiness.xpkg")
+        problems += function_package(image, package_path(arch))
         # What make release and make release-check push: they refuse an image of another commit.
-        (OUT / "commit").write_text(_run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]))
+        commit_path(arch).write_text(head)
     problems += rendered
     reproducible = (
         "two builds gave one digest"
         if not diff and image.digest == again.digest
         else f"two builds differ ({again.digest}) in {len(diff)} files: {', '.join(diff[:5])}"
     )
+    pushed = ""
+    if image.emulated:
+        # With this commit's image for this machine, as make release pushes them: one index.
+        native = host_arch()
+        if package_path(native).is_file() and commit_path(native).read_text().strip() == head.strip():
+            platforms = index_platforms([package_path(native), package_path(arch)])
+            if platforms != sorted(f"linux/{a}" for a in (native, arch)):
+                problems.append(f"the two Function packages pushed as one index list {platforms}")
+            pushed = f"; pushed with the {native} package as one index of {', '.join(platforms)}"
+        else:
+            pushed = f"; not pushed as one index: no {native} package of this commit (make image first)"
     for problem in problems:
-        print(f"image: {problem}", file=sys.stderr)
+        print(f"{said}: {problem}", file=sys.stderr)
     from tests.test_examples import EXAMPLE_LIST  # noqa: PLC0415
 
+    run_by = "run under qemu-user, " if image.emulated else ""
     print(
-        f"image: {image.digest} {image.size_mb:.1f} MB compressed (uid {NONROOT}, Python 3.11 from Debian 12, "
-        f"no shell), built without a Docker engine; {reproducible}; served mTLS from {TLS_DIR} and refused "
-        f"clients without the CA's certificate; {identical} of {len(EXAMPLE_LIST)} examples rendered "
-        "through it identically; the Function package built with it embedded (crossplane xpkg build)"
+        f"{said}: {image.digest} {image.size_mb:.1f} MB compressed (uid {NONROOT}, Python 3.11 from Debian 12, "
+        f"no shell), built without a Docker engine; {reproducible}; {run_by}served mTLS from {TLS_DIR} "
+        f"and refused clients without the CA's certificate; {identical} of {len(EXAMPLE_LIST)} examples "
+        f"rendered through it identically; the Function package built with it embedded (crossplane xpkg "
+        f"build){pushed}"
     )
     return 1 if problems or image.digest != again.digest else 0
 

@@ -1,8 +1,9 @@
 """`make release`: from a workstation, what the forge's tag workflow does, to any registry.
 
-The Function package with the runtime image `make image` built embedded (this
-machine's architecture only; the forge's workflow builds amd64 and arm64 and
-pushes one index), and the Configuration, both built and pushed by the real
+The Function package with the runtime image `make image` built embedded (and
+the arm64 one `make image-arm64` built, when it was built from the same commit:
+both pushed as one multi-platform index, as the forge's workflow pushes them),
+and the Configuration, both built and pushed by the real
 Crossplane CLI to the registry release.env names, or REGISTRY=... The CLI
 reads credentials from the Docker config (`docker login` or `podman login
 --authfile ~/.docker/config.json`). make release-check pushes the same way to
@@ -17,13 +18,29 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools import release
+from tools import image, release
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where `make image` leaves the Function package with its runtime image embedded.
 FUNCTION_XPKG = ROOT / "_output" / "image" / f"{release.FUNCTION}.xpkg"
 # The runtime image as `docker save` writes it, which `xpkg build --embed-runtime-image-tarball` reads.
 RUNTIME_TARBALL = ROOT / "_output" / "image" / f"{release.FUNCTION}.docker.tar"
+
+
+def _built_from(commit: Path) -> str:
+    return commit.read_text().strip() if commit.is_file() else ""
+
+
+def function_packages(head: str) -> list[Path]:
+    """This machine's Function package, then every other architecture's built from the same commit."""
+    others = [
+        image.package_path(arch)
+        for arch in sorted(image.MACHINES)
+        if arch != image.host_arch()
+        and image.package_path(arch).is_file()
+        and _built_from(image.commit_path(arch)) == head
+    ]
+    return [FUNCTION_XPKG, *others]
 
 
 def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
@@ -35,8 +52,7 @@ def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
         raise RuntimeError(
             f"{FUNCTION_XPKG} is not there: run make image first (it builds the runtime image)"
         )
-    commit = FUNCTION_XPKG.parent / "commit"
-    built = commit.read_text().strip() if commit.is_file() else ""
+    built = _built_from(FUNCTION_XPKG.parent / "commit")
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
@@ -44,14 +60,15 @@ def push(cli: Path, registry: str, version: str, workdir: Path) -> list[str]:
         raise RuntimeError(
             f"{FUNCTION_XPKG} was built from commit {built or 'unknown'}, HEAD is {head}: run make image again"
         )
+    # Several package files pushed to one reference make one index, a manifest per platform.
     packages = {
-        f"{registry}/{release.FUNCTION}:{version}": FUNCTION_XPKG,
-        f"{registry}/{release.CONFIGURATION}:{version}": xpkg_build(
-            cli, ROOT / "examples" / "configuration", workdir / "configuration.xpkg"
-        ),
+        f"{registry}/{release.FUNCTION}:{version}": function_packages(head),
+        f"{registry}/{release.CONFIGURATION}:{version}": [
+            xpkg_build(cli, ROOT / "examples" / "configuration", workdir / "configuration.xpkg")
+        ],
     }
-    for ref, xpkg in packages.items():
-        run([str(cli), "xpkg", "push", "-f", str(xpkg), ref])
+    for ref, files in packages.items():
+        run([str(cli), "xpkg", "push", "-f", ",".join(str(f) for f in files), ref])
     return list(packages)
 
 
