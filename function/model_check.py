@@ -70,12 +70,12 @@ class Probe:
     loaded: bool
     # `<state>` and the numbers behind it, for BackendsServing's message.
     detail: str
-
-    @property
-    def answers_without_it(self) -> bool:
-        """The server is up and lists other models or none: it answers the model's requests at
-        once (404, or another model's answer), which no retry or ejection moves on."""
-        return self.state in (ProbeState.NOT_LOADED, ProbeState.KNOWN_EMPTY)
+    # Whether the server may answer the model's requests at once without it (404, or another
+    # model's answer), which no retry or ejection moves on. True unless the last thing known is
+    # that it lists the model, or that it fails in a way Envoy retries and ejects (refused
+    # connections, 5xx): an untried probe, or one whose failures keep an answer that did not list
+    # the model, knows nothing better, and a fallback must not be trusted on it.
+    answers_without_it: bool
 
 
 def listed(body: Any) -> list[str] | None:
@@ -88,7 +88,7 @@ def listed(body: Any) -> list[str] | None:
         return None
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
         return None
     data = parsed.get("data") if isinstance(parsed, dict) else None
     if not isinstance(data, list):
@@ -115,17 +115,19 @@ def judge(  # noqa: PLR0911 - one return per state, in order
     failures = int(failed) if isinstance(failed, int | float) else 0
     error = get_path(request, "status", "error")
     if request is None:
-        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet", True)
     # provider-http writes the URL it asked beside every answer; after the
     # backend's endpoint changes, the answer (and failures) in the status are
     # the old URL's until the new one answers.
     asked = get_path(request, "status", "requestDetails", "url")
     if code is not None and asked != url:
-        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer from {url} yet")
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer from {url} yet", True)
     if synced is not None and synced.get("status") != "True":
         erred = isinstance(error, str) and bool(error)
         if code is None:
-            return Probe(ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer")
+            return Probe(
+                ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer", True
+            )
         # A 404 after a refused connection leaves provider-http's error and count as they were
         # and only says the Request "does not exist": the server answers, with no model list.
         gone = target_gone(request)
@@ -136,23 +138,35 @@ def judge(  # noqa: PLR0911 - one return per state, in order
                 state is ProbeState.LOADED,
                 f"{ProbeState.PROBING_FAILED} {failures} of {failure_threshold} times in a row, "
                 + (f"the last answer ({state}) kept" if state is not None else "no model list to keep"),
+                # A kept 5xx said the server fails; anything else kept, or nothing, says no better.
+                state is not ProbeState.LOADED and not _server_error(code),
             )
-        why = (
-            f"{failures} failures in a row"
-            if erred and not gone
-            else "the URL no longer answers with a model list"
-        )
-        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}")
+        down = erred and not gone
+        why = f"{failures} failures in a row" if down else "the URL no longer answers with a model list"
+        # Down: refused or timed out, retried on the next level. A 404 at the path: it answers.
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}", not down)
     if code is None:
-        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet")
+        return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet", True)
     if not (isinstance(code, int | float) and 200 <= code < 300):
         # A code that is no number (a hostile or broken status) is said as it is, never a crash.
         said_code = int(code) if isinstance(code, int | float) and math.isfinite(code) else repr(code)
-        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the probe was answered {said_code}")
+        return Probe(
+            ProbeState.EXPIRED,
+            False,
+            f"{ProbeState.EXPIRED}: the probe was answered {said_code}",
+            not _server_error(code),
+        )
     if models is None:
-        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list")
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list", True)
     state = _answered(models, want)
-    return Probe(state, state is ProbeState.LOADED, f"{state} ({len(models)} listed)")
+    return Probe(
+        state, state is ProbeState.LOADED, f"{state} ({len(models)} listed)", state is not ProbeState.LOADED
+    )
+
+
+def _server_error(code: object) -> bool:
+    """A 5xx: Envoy retries it (retriable status codes) and ejects a backend that keeps answering it."""
+    return isinstance(code, int | float) and 500 <= code < 600
 
 
 def build_request(*, name: str, namespace: str, url: str, provider_config: str) -> dict[str, Any]:

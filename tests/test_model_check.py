@@ -239,6 +239,7 @@ def test_a_status_code_is_said_as_the_number_it_is() -> None:
         ('{"data": {"id": "a"}}', None),
         ("[]", None),
         ("not json", None),
+        ("[" * 100_000, None),
         (None, None),
     ],
     ids=[
@@ -249,6 +250,7 @@ def test_a_status_code_is_said_as_the_number_it_is() -> None:
         "data that is not a list is no list",
         "a top-level list is no OpenAI answer",
         "a body that is not JSON is no list",
+        "a body nested deeper than the parser goes is no list, never a crash",
         "no body is no list",
     ],
 )
@@ -420,6 +422,77 @@ def test_a_first_backend_that_is_down_hands_its_requests_to_a_fallback_that_serv
     outcome = compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW))
     assert said(outcome, "RoutingReady").reason == RoutingReason.AVAILABLE
     assert said(outcome, "BackendsServing").reason == BackendsReason.DEGRADED
+
+
+FALLBACK_CASES = [
+    ("a first backend not probed yet may answer without the model", CREATED, RoutingReason.MODEL_NOT_LOADED),
+    (
+        "a first backend whose endpoint changed since its last answer may answer without it",
+        answered(MODEL, url="http://old-vllm.team-a.svc.cluster.local:8000/v1/models"),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a failed probe that keeps an answer without the model keeps that answer",
+        answered("other", synced=False, error="i/o timeout", failed=1),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "probing that failed before any answer knows nothing of the server",
+        NEVER_ANSWERED,
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a server answering 404 at its model list answers the model's requests too",
+        answered(MODEL, synced=False, error="", failed=0),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a server answering something that is no model list answers the model's requests too",
+        answered(body="<html>"),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a failed probe after an answer that was no model list knows no better",
+        answered(body="<html>", synced=False, error="connection refused", failed=1),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a server refusing connections up to the threshold is down: its requests are retried on the fallback",
+        answered("other", synced=False, error="connection refused", failed=3),
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a server answering 5xx is retried and ejected: the fallback serves",
+        answered(MODEL, code=503),
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a server that answered 5xx and now refuses connections is retried on the fallback",
+        answered(MODEL, code=500, synced=False, error="connection refused", failed=1),
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a failed probe that keeps an answer listing the model serves it",
+        answered(MODEL, synced=False, error="i/o timeout", failed=1),
+        RoutingReason.AVAILABLE,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "request_", "reason"), FALLBACK_CASES, ids=[c[0] for c in FALLBACK_CASES])
+def test_a_fallback_is_trusted_only_when_the_first_backend_is_known_to_serve_or_to_be_down(
+    name: str, request_: dict[str, Any], reason: RoutingReason
+) -> None:
+    """Found in review: an untried or inconclusive probe of the first backend let a serving fallback
+    say True, while the first backend, up and answering 404, took every request."""
+    xr = _checked(alone=False)
+    observed = applied(
+        xr, ROUTE_INPUT, {**COMPOSED_OBSERVED, "model-check-vllm": request_}, gw_required(READY_GW)
+    )
+    routing = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert routing.reason == reason, routing.message
+    if reason == RoutingReason.MODEL_NOT_LOADED:
+        assert "requests Envoy sends to vllm are answered without the model" in routing.message
 
 
 def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> None:

@@ -172,8 +172,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             False,
             RoutingReason.MODEL_NOT_LOADED,
             f"requests Envoy sends to {', '.join(b.name for b in wrong)} are answered without the model "
-            "(404, or another model's answer), which no retry or ejection moves to another backend; "
-            f"{backends.details}",
+            "(404, or another model's answer), or may be: nothing says the server lists it or is down; "
+            f"no retry or ejection moves them to another backend; {backends.details}",
         )
     if (
         takers
@@ -312,7 +312,9 @@ def answered_without_the_model(backends: BackendsRead, takers: Sequence[Backend]
     Envoy sends a request to the first priority level with healthy hosts. A
     dead backend's requests are retried and the backend ejected, so the next
     level takes them; a server that answers 404 (or another model's answer)
-    at once looks healthy and keeps its share. By level, as Envoy reaches
+    at once looks healthy and keeps its share, and so may one whose probe
+    has not said yet that it lists the model or is down (untried, or failing
+    with an answer kept that did not list it). By level, as Envoy reaches
     them: the first level holding such a backend fails its requests, unless
     a level before it holds a backend that serves.
     """
