@@ -45,18 +45,24 @@ def requirement(value: str) -> Requirement:
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    """How Envoy Gateway orders identical matches: the route's creation time, then namespace and name.
+    """How Envoy Gateway orders identical matches: the HTTPRoute's creation time, then its namespace
+    and name (v1.8.3 `internal/gatewayapi/resource/resource.go`).
 
-    The AIGatewayRoute's own stamp where the Object observed it (Envoy AI
-    Gateway writes the HTTPRoute right after it), else the Object's, which the
-    API server always sets. Kubernetes names every listed object.
+    Envoy AI Gateway names the HTTPRoute after the AIGatewayRoute and writes it
+    right after it, so the AIGatewayRoute's own stamp where the Object observed
+    it, else the Object's, which the API server always sets; the AIGatewayRoute's
+    namespace and name from the Object's manifest, never the Object's own name,
+    which sorts differently (`llama-b-route-...` before `llama-route-...`, where
+    Envoy sorts `llama-...` before `llama-b-...`: found in review).
     """
     target = readiness.get_path(readiness.observed_manifest(obj), "metadata", "creationTimestamp")
     stamp = (
         target if isinstance(target, str) else str(readiness.get_path(obj, "metadata", "creationTimestamp"))
     )
     meta = obj.get("metadata") or {}
-    return stamp, str(meta.get("namespace")), str(meta.get("name"))
+    named = readiness.get_path(obj, "spec", "forProvider", "manifest", "metadata")
+    named = named if isinstance(named, Mapping) else meta
+    return stamp, str(named.get("namespace")), str(named.get("name"))
 
 
 def _route(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -20,14 +20,21 @@ from tests.support import (
 )
 
 COMPOSED = by_resource_name(load_yaml(EXAMPLES / "model-route" / "observed" / "composed" / "resources.yaml"))
-# The example route's Object, as its composition names it.
+# The example route's Object, as its composition names it, and its AIGatewayRoute.
 OURS = COMPOSED["route"]["metadata"]["name"]
+OUR_TARGET = COMPOSED["route"]["spec"]["forProvider"]["manifest"]["metadata"]["name"]
 
 
 def claimant(
-    namespace: str, name: str, xr: str, created: str, target_created: str | None = None
+    namespace: str,
+    name: str,
+    xr: str,
+    created: str,
+    target_created: str | None = None,
+    target: str | None = None,
 ) -> dict[str, Any]:
-    """An Object of an AIGatewayRoute claiming the model, as Crossplane lists it."""
+    """An Object of an AIGatewayRoute claiming the model, as Crossplane lists it; the AIGatewayRoute
+    (and so the HTTPRoute Envoy AI Gateway makes of it) is named target, else after the XR."""
     obj: dict[str, Any] = {
         "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
         "kind": "Object",
@@ -37,13 +44,22 @@ def claimant(
             "creationTimestamp": created,
             "labels": {"crossplane.io/composite": xr, claims.LABEL: "x"},
         },
+        "spec": {
+            "forProvider": {
+                "manifest": {
+                    "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+                    "kind": "AIGatewayRoute",
+                    "metadata": {"name": target or f"{xr}-0123abcd", "namespace": namespace},
+                }
+            }
+        },
     }
     if target_created is not None:
         obj["status"] = {"atProvider": {"manifest": {"metadata": {"creationTimestamp": target_created}}}}
     return obj
 
 
-MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z")
+MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target=OUR_TARGET)
 
 CASES = [
     pytest.param(
@@ -81,7 +97,14 @@ CASES = [
     pytest.param(
         [
             claimant("team-b", "b-route", "b", "2026-11-29T11:00:00Z", target_created="2026-11-29T14:00:00Z"),
-            claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target_created="2026-11-29T12:00:01Z"),
+            claimant(
+                "team-a",
+                OURS,
+                "llama",
+                "2026-11-29T12:00:00Z",
+                target_created="2026-11-29T12:00:01Z",
+                target=OUR_TARGET,
+            ),
         ],
         RoutingReason.AVAILABLE,
         "",
@@ -100,16 +123,28 @@ CASES = [
         id="of two created in the same second, a later namespace does not hold it",
     ),
     pytest.param(
-        [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z"), MINE],
+        [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z", target="a-0123abcd"), MINE],
         RoutingReason.MODEL_CLAIMED,
         "team-a/ay",
         id="of two created in the same second in one namespace, the first by name holds it",
     ),
     pytest.param(
-        [claimant("team-a", "zz-route", "zed", "2026-11-29T12:00:00Z"), MINE],
+        [claimant("team-a", "zz-route", "zed", "2026-11-29T12:00:00Z", target="zz-0123abcd"), MINE],
         RoutingReason.AVAILABLE,
         "",
         id="of two created in the same second in one namespace, a later name does not hold it",
+    ),
+    pytest.param(
+        [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z", target="zz-0123abcd"), MINE],
+        RoutingReason.AVAILABLE,
+        "",
+        id="in the same second, the AIGatewayRoutes' names decide, as Envoy sorts their HTTPRoutes, not the Objects'",
+    ),
+    pytest.param(
+        [claimant("team-a", "zz-route", "zed", "2026-11-29T12:00:00Z", target="a-0123abcd"), MINE],
+        RoutingReason.MODEL_CLAIMED,
+        "team-a/zed",
+        id="in the same second, an AIGatewayRoute named first holds the model whatever its Object is named",
     ),
 ]
 
