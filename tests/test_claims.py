@@ -30,6 +30,7 @@ def claimant(
     name: str,
     xr: str,
     created: str,
+    *,
     target_created: str | None = None,
     target: str | None = None,
 ) -> dict[str, Any]:

@@ -479,9 +479,11 @@ FALLBACK_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "request_", "reason"), FALLBACK_CASES, ids=[c[0] for c in FALLBACK_CASES])
+@pytest.mark.parametrize(
+    ("request_", "reason"), [c[1:] for c in FALLBACK_CASES], ids=[c[0] for c in FALLBACK_CASES]
+)
 def test_a_fallback_is_trusted_only_when_the_first_backend_is_known_to_serve_or_to_be_down(
-    name: str, request_: dict[str, Any], reason: RoutingReason
+    request_: dict[str, Any], reason: RoutingReason
 ) -> None:
     """Found in review: an untried or inconclusive probe of the first backend let a serving fallback
     say True, while the first backend, up and answering 404, took every request."""
