@@ -64,6 +64,13 @@ def unique_name(*parts: str, identity: tuple[str, ...] = ()) -> str:
     return f"{readable}-{digest}"
 
 
+def looks_derived(name: str) -> bool:
+    """Whether a name has the shape unique_name gives (`...-<hash>`): the shape no name taken as it
+    is may have, or it could be another XR's derived name."""
+    head, _, tail = name.rpartition("-")
+    return bool(head) and len(tail) == _HASH_CHARS and all(ch in "0123456789abcdef" for ch in tail)
+
+
 def pinned_deployment_name(gateway_namespace: str, gateway_name: str) -> str:
     """Our name for the Deployment in Pinned mode: readable, unique per Gateway.
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import yaml
-from hypothesis import event, example, given, settings
+from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from function.api import DeploymentNaming, DeployMode, InferenceGatewaySpec, Input, ModelRouteSpec
@@ -17,6 +17,7 @@ from function.naming import (
     deployment_ref,
     generated_deployment_name,
     hashed_name,
+    looks_derived,
     pinned_deployment_name,
     unique_name,
 )
@@ -248,6 +249,49 @@ def test_no_two_distinct_xrs_produce_one_target_name_in_one_namespace(
     event(f"gateway placed {'elsewhere' if spec_ns else 'in its XR namespace'}")
     for _kind, _ns, name in gw1 | r1:
         assert len(name) <= 63
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(xr_ns=LABEL, xr=LABEL, there=LABEL)
+def test_a_gateway_in_its_own_namespace_never_takes_the_names_of_one_placed_there(
+    xr_ns: str, xr: str, there: str
+) -> None:
+    """Found in review: `team/foo` placed in `shared` is named `team-foo-<hash>`, and an XR of that
+    name in `shared` took its every target, its SecurityPolicy (the API keys) included."""
+    assume(xr_ns != there)
+    placed = _gateway_targets(xr_ns, xr, there)
+    (derived,) = {name for kind, _, name in placed if kind == "Gateway"}
+    assert not placed & _gateway_targets(there, derived, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "derived"),
+    [
+        ("team-foo-60571ba9", True),
+        ("gw-0123abcd", True),
+        ("inference", False),
+        ("gw-0123abc", False),
+        ("gw-0123abcde", False),
+        ("gw-0123ABCD", False),
+        ("gw-0123abcg", False),
+        ("-0123abcd", False),
+        ("0123abcd", False),
+    ],
+    ids=[
+        "a name unique_name gave",
+        "any name ending in a dash and eight hex digits",
+        "a plain name",
+        "seven hex digits",
+        "nine hex digits",
+        "upper-case hex is not unique_name's",
+        "a digit that is not hex",
+        "nothing before the dash",
+        "no dash",
+    ],
+)
+def test_a_name_looks_derived_only_in_the_shape_unique_name_gives(name: str, derived: bool) -> None:
+    assert looks_derived(name) is derived
+    assert looks_derived(unique_name(name, "x"))
 
 
 @pytest.mark.skipif(

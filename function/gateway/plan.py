@@ -81,8 +81,12 @@ class GatewayPlan:
     def gateway_name(self) -> str:
         # In the XR's own namespace the XR's name is unique. Placed elsewhere
         # (spec.namespace), gateways of XRs from different namespaces meet, so
-        # the name carries the XR's namespace and a hash.
-        if self.namespace == self.xr_namespace:
+        # the name carries the XR's namespace and a hash. An XR whose own name
+        # has that shape is hashed too: named `team-foo-60571ba9` in `shared`,
+        # it would otherwise share every target with `team/foo` placed there,
+        # and provider-kubernetes would apply each XR's SecurityPolicy over the
+        # other's (its API keys on the other's gateway: found in review).
+        if self.namespace == self.xr_namespace and not naming.looks_derived(self.xr_name):
             derived = self.xr_name
         else:
             derived = naming.unique_name(self.xr_namespace, self.xr_name, identity=("Gateway",))
