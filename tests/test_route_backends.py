@@ -675,11 +675,12 @@ LOADING_CASES = [
     ("a route accepted 20 s ago is served", "route", 20, RoutingReason.AVAILABLE),
     ("a stamp a few seconds ahead of our clock still holds", "route", -10, RoutingReason.CONFIG_LOADING),
     (
-        "a Backend (not an AIServiceBackend) accepted 3 s ago holds nothing",
+        "a Backend accepted 3 s ago, after its route's configuration loaded, holds True back",
         "backend-vllm",
         3,
-        RoutingReason.AVAILABLE,
+        RoutingReason.CONFIG_LOADING,
     ),
+    ("a Backend accepted 20 s ago holds nothing", "backend-vllm", 20, RoutingReason.AVAILABLE),
 ]
 
 
@@ -730,6 +731,13 @@ SPEC_WRITTEN_CASES = [
         "CONFIG_LOADING",
     ),
     ("a backend's spec written 3 s ago is loading", "service-backend-vllm", 3, {}, "CONFIG_LOADING"),
+    (
+        "a Backend's spec written 3 s ago holds nothing: only its first acceptance made a new cluster",
+        "backend-vllm",
+        3,
+        {},
+        "AVAILABLE",
+    ),
     ("a spec written 20 s ago has been loaded", "route", 20, {}, "AVAILABLE"),
     (
         "the controller's own status write is no spec",
