@@ -379,6 +379,11 @@ def _target_gone(obj: dict[str, Any]) -> None:
     _set_synced(obj, "observe failed: external resource does not exist")
 
 
+def _retargeted(obj: dict[str, Any]) -> None:
+    """What the observer reports right after the gateway's Deployment name changed: the old one's."""
+    obj["status"]["atProvider"]["manifest"]["metadata"]["name"] = "envoy-platform-inference-0123abcd"
+
+
 def _paused(obj: dict[str, Any]) -> None:
     for c in obj["status"]["conditions"]:
         if c["type"] == "Synced":
@@ -718,6 +723,14 @@ COMPOSE_CASES = [
         with_resource("ready", ANCHOR, _paused),
         GatewayReason.WAITING_FOR_ANCHOR,
         False,
+    ),
+    ComposeCase(
+        "an observer still reporting the Deployment it watched before (deploymentNaming changed) has not "
+        "observed the gateway's Deployment yet, whatever the old one's Ready says (found in review)",
+        with_observer("ready", _retargeted),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "the observer still reports envoy-gateway-system/envoy-platform-inference-0123abcd",
     ),
     ComposeCase(
         "a paused observer observes nothing",

@@ -70,10 +70,8 @@ from function.upstream import ACCEPTED, PROGRAMMED
 
 
 def build_observer_target(plan: GatewayPlan) -> dict[str, Any]:
-    namespace, name = plan.deployment
-    # Only identity: an observe-only Object must not carry desired fields, and
-    # provider watches match on metadata.namespace, so it is always explicit.
-    return target_ref("apps/v1", "Deployment", name, namespace)
+    """The Envoy Deployment the observer observes; the verdict checks the observer reports it."""
+    return plan.observer_target
 
 
 def build_service_target(plan: GatewayPlan) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from function import naming, readiness
 from function.api import DeploymentNaming, InferenceGatewaySpec, Input
-from function.objects import Target, held_name
+from function.objects import Target, held_name, target_ref
 
 # composition-resource-names: stable keys Crossplane tracks composed resources by.
 ENVOY_PROXY = "envoy-proxy"
@@ -123,6 +123,14 @@ class GatewayPlan:
         if self.spec.envoy.deployment_naming is DeploymentNaming.PINNED and self.held_deployment:
             return namespace, self.held_deployment
         return namespace, name
+
+    @property
+    def observer_target(self) -> dict[str, Any]:
+        """What the observer observes: the Envoy Deployment, by identity only (an observe-only
+        Object must not carry desired fields; provider watches match on metadata.namespace, so it
+        is always explicit)."""
+        namespace, name = self.deployment
+        return target_ref("apps/v1", "Deployment", name, namespace)
 
     @property
     def service(self) -> tuple[str, str]:

@@ -72,6 +72,15 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
                 GatewayReason.NOT_YET_OBSERVED, f"provider-kubernetes cannot observe {where}: {error}"
             )
         return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
+    if not readiness.observes(observer, plan.observer_target):
+        # Retargeted (deploymentNaming, deployMode or envoyGatewayNamespace changed): until
+        # provider-kubernetes reads the new Deployment, Ready and the manifest are the old one's,
+        # which Envoy Gateway is deleting (found in review).
+        said = "/".join(str(readiness.get_path(manifest, "metadata", key)) for key in ("namespace", "name"))
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"waiting for the first observation of {where}: the observer still reports {said}",
+        )
     state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
     waiting = state.waiting_for(plan.spec.envoy.availability_policy)
     if waiting is None:
