@@ -38,7 +38,7 @@ from function.gateway.verdict import (
     listener_url,
 )
 from function.naming import pinned_deployment_name, unique_name
-from function.outcome import Outcome
+from function.outcome import WAITING_TTL, Outcome
 from tests.support import (
     CLOCK,
     EXAMPLES,
@@ -1365,10 +1365,76 @@ def test_gateway_ready_waits_for_envoy_to_receive_the_keys(
     assert next_call is not None
     ttl = next_call.total_seconds()
     if reason is GatewayReason.AUTH_LOADING:
-        assert f"SecurityPolicy of Gateway platform/inference {ago} s ago" in got.message, name
+        assert (
+            f"SecurityPolicy of Gateway platform/inference was accepted or changed {ago} s ago" in got.message
+        )
         assert ttl == 5 - ago + 1, (name, ttl)
     else:
         assert ttl == 120
+
+
+def _policy_changed(
+    observed: dict[str, dict[str, Any]], *, header: str | None, written_ago: float | None
+) -> None:
+    """The observed SecurityPolicy with another header than the spec asks (not applied yet), or its
+    spec written `written_ago` seconds ago (a managedFields entry)."""
+    manifest = observed[SECURITY_POLICY]["status"]["atProvider"]["manifest"]
+    if header is not None:
+        manifest["spec"]["apiKeyAuth"]["extractFrom"] = [{"headers": [header]}]
+    if written_ago is not None:
+        manifest.setdefault("metadata", {})["managedFields"] = [
+            {
+                "manager": "provider-kubernetes/platform-inference",
+                "operation": "Apply",
+                "time": stamp_ago(written_ago),
+                "fieldsV1": {"f:spec": {"f:apiKeyAuth": {}}},
+            }
+        ]
+
+
+POLICY_CHANGED_CASES = [
+    (
+        "a header changed and not applied yet: Envoy checks the old one",
+        "x-old-key",
+        None,
+        "has not applied it",
+    ),
+    (
+        "a header changed and applied 2 s ago is on its way to Envoy",
+        None,
+        2,
+        "was accepted or changed 2 s ago",
+    ),
+    ("a change applied 6 s ago is in effect", None, 6, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "header", "written_ago", "words"),
+    POLICY_CHANGED_CASES,
+    ids=[c[0] for c in POLICY_CHANGED_CASES],
+)
+def test_a_changed_security_policy_holds_gateway_ready_until_envoy_checks_it(
+    name: str, header: str | None, written_ago: float | None, words: str | None
+) -> None:
+    """Found in review: the status told callers a new header at once, while the policy stayed Accepted
+    with its old stamp and Envoy checked the old header (401 for callers sending the new one)."""
+    observed = _policy_accepted_ago(600)
+    _policy_changed(observed, header=header, written_ago=written_ago)
+    rsp = compose(AUTH_XR, GATEWAY_INPUT, observed, now=CLOCK)
+    got = said(rsp, "GatewayReady")
+    if words is None:
+        assert got.reason == GatewayReason.AVAILABLE, (name, got.message)
+        return
+    assert (got.reason, got.ready) == (GatewayReason.AUTH_LOADING, False), (name, got.message)
+    assert words in got.message
+    next_call = rsp.next_call()
+    assert next_call is not None
+    # Held on a stamp: called again once the bound has passed; on an apply not made, at the pace of
+    # a gateway waiting (its apply wakes it sooner).
+    want = timedelta(seconds=5 - written_ago + 1) if written_ago is not None else WAITING_TTL
+    assert next_call == want
+    assert set(observed) <= set(rsp.resources)
 
 
 STAMP_CASES = [

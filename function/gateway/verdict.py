@@ -9,6 +9,7 @@ from typing import Any
 from function import readiness
 from function.api import Listener, ServiceType
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
+from function.gateway.manifests import build_security_policy
 from function.gateway.plan import (
     ANCHOR,
     CLIENT_TRAFFIC_POLICY,
@@ -195,16 +196,34 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"the ClientTrafficPolicy of {gateway_ref} {_policy_state(traffic)}: Envoy keeps its 32 KiB "
             "request buffer and refuses larger request bodies (413) until it is",
         )
-    accepted = readiness.policy_accepted_at(policy) if plan.spec.auth.api_keys is not None else None
+    auth = plan.spec.auth.api_keys
+    if auth is not None and not readiness.applied(
+        policy, {"spec": {"forProvider": {"manifest": build_security_policy(plan, auth)}}}
+    ):
+        # A header or key changed: the status tells callers the new header now, and Envoy checks
+        # the policy before until it is applied and pushed (found in review).
+        return _not_ready(
+            GatewayReason.AUTH_LOADING,
+            f"the API-key SecurityPolicy of {gateway_ref} changed (its header or keys) and "
+            "provider-kubernetes has not applied it yet: Envoy checks the one before",
+        )
+    accepted = auth_written_at(policy) if auth is not None else None
     # A stamp further ahead than the bound is a clock that disagrees with ours: not judged.
     if accepted is not None and -AUTH_PUSH_BOUND < plan.now - accepted < AUTH_PUSH_BOUND:
         return _not_ready(
             GatewayReason.AUTH_LOADING,
-            f"Envoy Gateway accepted the API-key SecurityPolicy of {gateway_ref} "
+            f"the API-key SecurityPolicy of {gateway_ref} was accepted or changed "
             f"{max(0, int((plan.now - accepted).total_seconds()))} s ago; Envoy refuses every key until "
             f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
         )
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
+
+
+def auth_written_at(policy: Mapping[str, Any] | None) -> datetime | None:
+    """When the SecurityPolicy Envoy checks last changed: Envoy Gateway's Accepted stamp, or a later
+    write of its spec (a header or key changed keeps it Accepted, and its stamp, as they were)."""
+    stamps = [t for t in (readiness.policy_accepted_at(policy), readiness.spec_written_at(policy)) if t]
+    return max(stamps) if stamps else None
 
 
 def auth_loaded_in(
@@ -213,9 +232,10 @@ def auth_loaded_in(
     """While Envoy receives the policy: how soon to be called again to say True, not a poll later."""
     if verdict.reason != GatewayReason.AUTH_LOADING:
         return None
-    accepted = readiness.policy_accepted_at(observed.get(SECURITY_POLICY))
-    assert accepted is not None
-    # Always more than a second: the verdict holds only while the bound has not passed.
+    accepted = auth_written_at(observed.get(SECURITY_POLICY))
+    if accepted is None or accepted + AUTH_PUSH_BOUND <= plan.now:
+        # Held for a change provider-kubernetes has not applied: its apply wakes the gateway.
+        return None
     return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
 
 
