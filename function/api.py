@@ -962,7 +962,8 @@ class Anchor(Model):
 
     @model_validator(mode="after")
     def _not_model_header(self) -> Anchor:
-        if self.header_name == MODEL_HEADER:
+        # Header names are case-insensitive: Envoy matches X-AI-EG-Model as the model header.
+        if self.header_name.lower() == MODEL_HEADER:
             raise ValueError(f"the anchor must not match on {MODEL_HEADER}: it would be listed as a model")
         return self
 

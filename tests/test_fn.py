@@ -72,6 +72,12 @@ BAD = [
     ),
     pytest.param(
         GW_XR,
+        {**GATEWAY_INPUT, "anchor": {"headerName": "X-AI-EG-Model"}},
+        "input.anchor: the anchor must not match on x-ai-eg-model",
+        id="an anchor on the model header written in capitals (header names are case-insensitive)",
+    ),
+    pytest.param(
+        GW_XR,
         {**GATEWAY_INPUT, "extProcMarkerAnnotation": "not a key!"},
         "input.extProcMarkerAnnotation:",
         id="a marker that is not an annotation key",
