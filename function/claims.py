@@ -59,9 +59,9 @@ def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     stamp = (
         target if isinstance(target, str) else str(readiness.get_path(obj, "metadata", "creationTimestamp"))
     )
-    meta = obj.get("metadata") or {}
     named = readiness.get_path(obj, "spec", "forProvider", "manifest", "metadata")
-    named = named if isinstance(named, Mapping) else meta
+    if not isinstance(named, Mapping):  # an Object without its manifest: its own names, as before
+        named = obj.get("metadata") or {}
     return stamp, str(named.get("namespace")), str(named.get("name"))
 
 

@@ -141,10 +141,13 @@ def judge(  # noqa: PLR0911 - one return per state, in order
                 # A kept 5xx said the server fails; anything else kept, or nothing, says no better.
                 state is not ProbeState.LOADED and not _server_error(code),
             )
-        down = erred and not gone
-        why = f"{failures} failures in a row" if down else "the URL no longer answers with a model list"
+        why = (
+            f"{failures} failures in a row"
+            if erred and not gone
+            else "the URL no longer answers with a model list"
+        )
         # Down: refused or timed out, retried on the next level. A 404 at the path: it answers.
-        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}", not down)
+        return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: {why}", not (erred and not gone))
     if code is None:
         return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer yet", True)
     if not (isinstance(code, int | float) and 200 <= code < 300):

@@ -60,6 +60,11 @@ def claimant(
     return obj
 
 
+def _without_manifest(obj: dict[str, Any]) -> dict[str, Any]:
+    del obj["spec"]
+    return obj
+
+
 MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target=OUR_TARGET)
 
 CASES = [
@@ -134,6 +139,18 @@ CASES = [
         RoutingReason.AVAILABLE,
         "",
         id="of two created in the same second in one namespace, a later name does not hold it",
+    ),
+    pytest.param(
+        [_without_manifest(claimant("team-z", "a-route", "ay", "2026-11-29T12:00:00Z")), MINE],
+        RoutingReason.AVAILABLE,
+        "",
+        id="an Object without its manifest is sorted by its own namespace and name",
+    ),
+    pytest.param(
+        [_without_manifest(claimant("team-0", "z-route", "zed", "2026-11-29T12:00:00Z")), MINE],
+        RoutingReason.MODEL_CLAIMED,
+        "team-0/zed",
+        id="an Object without its manifest in a namespace sorted first holds the model",
     ),
     pytest.param(
         [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z", target="zz-0123abcd"), MINE],

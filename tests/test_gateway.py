@@ -1393,33 +1393,43 @@ def _policy_changed(
 
 
 POLICY_CHANGED_CASES = [
+    # (name, the header observed, its spec written s ago, its Accepted stamp s ago, words said)
     (
         "a header changed and not applied yet: Envoy checks the old one",
         "x-old-key",
         None,
+        600,
+        "has not applied it",
+    ),
+    (
+        "a header not applied yet beside a stamp just past its bound: held for the apply alone",
+        "x-old-key",
+        None,
+        5,
         "has not applied it",
     ),
     (
         "a header changed and applied 2 s ago is on its way to Envoy",
         None,
         2,
+        600,
         "was accepted or changed 2 s ago",
     ),
-    ("a change applied 6 s ago is in effect", None, 6, None),
+    ("a change applied 6 s ago is in effect", None, 6, 600, None),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "header", "written_ago", "words"),
+    ("name", "header", "written_ago", "accepted_ago", "words"),
     POLICY_CHANGED_CASES,
     ids=[c[0] for c in POLICY_CHANGED_CASES],
 )
 def test_a_changed_security_policy_holds_gateway_ready_until_envoy_checks_it(
-    name: str, header: str | None, written_ago: float | None, words: str | None
+    name: str, header: str | None, written_ago: float | None, accepted_ago: float, words: str | None
 ) -> None:
     """Found in review: the status told callers a new header at once, while the policy stayed Accepted
     with its old stamp and Envoy checked the old header (401 for callers sending the new one)."""
-    observed = _policy_accepted_ago(600)
+    observed = _policy_accepted_ago(accepted_ago)
     _policy_changed(observed, header=header, written_ago=written_ago)
     rsp = compose(AUTH_XR, GATEWAY_INPUT, observed, now=CLOCK)
     got = said(rsp, "GatewayReady")

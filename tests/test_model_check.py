@@ -425,7 +425,33 @@ def test_a_first_backend_that_is_down_hands_its_requests_to_a_fallback_that_serv
 
 
 FALLBACK_CASES = [
+    (
+        "a first backend whose probe is not observed yet may answer without the model",
+        None,
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
     ("a first backend not probed yet may answer without the model", CREATED, RoutingReason.MODEL_NOT_LOADED),
+    (
+        "a server answering 3xx at its model list answers the model's requests too",
+        answered(MODEL, code=302),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a code past 599 is no 5xx: the server answers, not with a model list",
+        answered(MODEL, code=600),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a 404 after a refused connection: the server answers again, not with a model list",
+        answered(
+            MODEL,
+            synced=False,
+            error="connection refused",
+            failed=1,
+            synced_message="cannot observe external resource: external resource does not exist",
+        ),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
     (
         "a first backend whose endpoint changed since its last answer may answer without it",
         answered(MODEL, url="http://old-vllm.team-a.svc.cluster.local:8000/v1/models"),
@@ -483,14 +509,13 @@ FALLBACK_CASES = [
     ("request_", "reason"), [c[1:] for c in FALLBACK_CASES], ids=[c[0] for c in FALLBACK_CASES]
 )
 def test_a_fallback_is_trusted_only_when_the_first_backend_is_known_to_serve_or_to_be_down(
-    request_: dict[str, Any], reason: RoutingReason
+    request_: dict[str, Any] | None, reason: RoutingReason
 ) -> None:
     """Found in review: an untried or inconclusive probe of the first backend let a serving fallback
     say True, while the first backend, up and answering 404, took every request."""
     xr = _checked(alone=False)
-    observed = applied(
-        xr, ROUTE_INPUT, {**COMPOSED_OBSERVED, "model-check-vllm": request_}, gw_required(READY_GW)
-    )
+    probe = {} if request_ is None else {"model-check-vllm": request_}
+    observed = applied(xr, ROUTE_INPUT, {**COMPOSED_OBSERVED, **probe}, gw_required(READY_GW))
     routing = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
     assert routing.reason == reason, routing.message
     if reason == RoutingReason.MODEL_NOT_LOADED:
