@@ -56,6 +56,15 @@ def answered(
     return {"apiVersion": "http.m.crossplane.io/v1alpha2", "kind": "Request", "status": status}
 
 
+# A 404 after a refused connection: provider-http leaves its error and count as they were and only
+# says the Request does not exist.
+REFUSED_THEN_404 = answered(
+    MODEL,
+    synced=False,
+    error="connection refused",
+    failed=1,
+    synced_message="cannot observe external resource: external resource does not exist",
+)
 NEVER_ANSWERED = {
     "apiVersion": "http.m.crossplane.io/v1alpha2",
     "kind": "Request",
@@ -148,13 +157,7 @@ JUDGE_CASES = [
     ),
     JudgeCase(
         "a 404 after a refused connection (error and count left as they were) expires the answer",
-        answered(
-            MODEL,
-            synced=False,
-            error="connection refused",
-            failed=1,
-            synced_message="cannot observe external resource: external resource does not exist",
-        ),
+        REFUSED_THEN_404,
         ProbeState.EXPIRED,
         False,
         "no longer answers with a model list",
@@ -443,13 +446,7 @@ FALLBACK_CASES = [
     ),
     (
         "a 404 after a refused connection: the server answers again, not with a model list",
-        answered(
-            MODEL,
-            synced=False,
-            error="connection refused",
-            failed=1,
-            synced_message="cannot observe external resource: external resource does not exist",
-        ),
+        REFUSED_THEN_404,
         RoutingReason.MODEL_NOT_LOADED,
     ),
     (
