@@ -52,6 +52,12 @@ class Kube:
             force_conflicts=True,
         )
 
+    def create_dry_run(self, doc: dict[str, Any]) -> Any:
+        """A create the API server judges (admission included) and does not store."""
+        res = self._resource(doc["apiVersion"], doc["kind"])
+        namespace = doc["metadata"].get("namespace") if res.namespaced else None
+        return res.create(body=doc, namespace=namespace, dry_run="All")
+
     def apply_file(self, path: Path, mutate: Callable[[dict[str, Any]], None] | None = None) -> None:
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict):

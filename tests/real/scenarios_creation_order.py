@@ -91,9 +91,7 @@ def _held(env: Env, target: str, hostname: str) -> bool:
         "spec": {"endpoints": [{"fqdn": {"hostname": hostname, "port": 8000}}]},
     }
     try:
-        env.kube.dyn.resources.get(api_version=BACKEND_API, kind="Backend").create(
-            body=doc, namespace=ROUTE[0], dry_run="All"
-        )
+        env.kube.create_dry_run(doc)
     except ApiException as e:
         return e.status in (403, 422) and HOLD in str(e.body)
     return False
