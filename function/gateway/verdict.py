@@ -257,9 +257,8 @@ def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
 def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None) -> dict[str, str] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
     and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
-    SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy, and on
-    while the policy is still there. A key sent where none is needed is still served; one missing
-    where Envoy checks is refused.
+    SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy. A key sent
+    where none is needed is still served; one missing where Envoy checks is refused.
 
     A status that lost what it published (restored without it, written over) while the `policy`
     Object is still there counts as auth turned off now: read from the policy, the header is told
@@ -278,12 +277,7 @@ def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | No
     if since is None or since > plan.now:
         since = plan.now
     if plan.now - since >= AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND:
-        if policy is None or readiness.target_gone(policy):
-            return None
-        # Its deletion has not reached it (a provider backlog or outage, no delete permission):
-        # Envoy still checks keys. Told on, the bound counted again from now, so callers are told
-        # for AUTH_REMOVAL_BOUND after the last call that saw it (found in review).
-        since = plan.now - AUTH_REMOVAL_HOLD
+        return None
     return {"header": header, "removedAt": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
