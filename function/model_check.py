@@ -124,13 +124,15 @@ def judge(  # noqa: PLR0911 - one return per state, in order
         return Probe(ProbeState.UNTRIED, False, f"{ProbeState.UNTRIED}: no answer from {url} yet", True)
     if synced is not None and synced.get("status") != "True":
         erred = isinstance(error, str) and bool(error)
-        if code is None:
-            return Probe(
-                ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer", True
-            )
         # A 404 after a refused connection leaves provider-http's error and count as they were
         # and only says the Request "does not exist": the server answers, with no model list.
         gone = target_gone(request)
+        # Refused from the first probe on, up to the threshold: down, as after an answer (found in
+        # review: it stayed "before any answer" and held a serving fallback back for good).
+        if code is None and not (erred and not gone and failures >= failure_threshold):
+            return Probe(
+                ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer", True
+            )
         if erred and not gone and failures < failure_threshold:
             state = _answered(models, want) if models is not None else None
             return Probe(

@@ -77,6 +77,26 @@ NEVER_ANSWERED = {
 CREATED = {"apiVersion": "http.m.crossplane.io/v1alpha2", "kind": "Request", "status": {}}
 
 
+def refused_from_the_start(failed: int) -> dict[str, Any]:
+    """A Request whose every probe so far was refused: no answer kept, the failures counted."""
+    return {
+        "apiVersion": "http.m.crossplane.io/v1alpha2",
+        "kind": "Request",
+        "status": {
+            "error": "dial tcp 10.0.0.7:8000: connect: connection refused",
+            "failed": failed,
+            "conditions": [
+                {
+                    "type": "Synced",
+                    "status": "False",
+                    "reason": "ReconcileError",
+                    "message": "connection refused",
+                }
+            ],
+        },
+    }
+
+
 @dataclass(frozen=True)
 class JudgeCase:
     name: str
@@ -206,6 +226,20 @@ JUDGE_CASES = [
         ProbeState.EXPIRED,
         False,
         "answered 'teapot'",
+    ),
+    JudgeCase(
+        "refused from the first probe, under the threshold: probing failed, nothing to keep",
+        refused_from_the_start(2),
+        ProbeState.PROBING_FAILED,
+        False,
+        "before any answer",
+    ),
+    JudgeCase(
+        "refused from the first probe up to the threshold: the server is down",
+        refused_from_the_start(3),
+        ProbeState.EXPIRED,
+        False,
+        "3 failures in a row",
     ),
     JudgeCase(
         "probing that failed before any answer has nothing to keep",
@@ -482,6 +516,16 @@ FALLBACK_CASES = [
     (
         "a server refusing connections up to the threshold is down: its requests are retried on the fallback",
         answered("other", synced=False, error="connection refused", failed=3),
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a first backend refused from its first probe, under the threshold, is not known to be down yet",
+        refused_from_the_start(2),
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "a first backend refused from its first probe up to the threshold is down: the fallback serves",
+        refused_from_the_start(3),
         RoutingReason.AVAILABLE,
     ),
     (
