@@ -114,3 +114,13 @@ def test_outputs_of_another_architecture_are_named_apart_from_this_machines(
     assert image.package_path("arm64").name == "function-gateway-readiness-arm64.xpkg"
     assert image.commit_path("amd64").name == "commit"
     assert image.commit_path("arm64").name == "commit-arm64"
+
+
+@pytest.mark.parametrize(
+    ("machine", "arch"), [("x86_64", "amd64"), ("aarch64", "arm64"), ("riscv64", "riscv64")]
+)
+def test_this_machines_architecture_is_named_as_debian_and_oci_name_it(
+    monkeypatch: pytest.MonkeyPatch, machine: str, arch: str
+) -> None:
+    monkeypatch.setattr(image.platform, "machine", lambda: machine)
+    assert image.host_arch() == arch

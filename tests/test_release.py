@@ -126,7 +126,11 @@ def test_a_package_is_named_after_its_repository_as_crossplane_names_it(referenc
     ],
 )
 def test_make_release_pushes_every_architectures_package_of_the_commit_it_releases(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arm64_built_from: str | None, pushed: list[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    arm64_built_from: str | None,
+    pushed: list[str],
 ) -> None:
     monkeypatch.setattr(image, "OUT", tmp_path)
     monkeypatch.setattr(image, "host_arch", lambda: "amd64")
@@ -135,3 +139,7 @@ def test_make_release_pushes_every_architectures_package_of_the_commit_it_releas
         image.package_path("arm64").write_bytes(b"xpkg")
         image.commit_path("arm64").write_text(arm64_built_from + "\n")
     assert [p.name for p in publish.function_packages("HEAD")] == pushed
+    said = capsys.readouterr().err
+    assert ("the arm64 package is of another commit, not pushed" in said) is (
+        arm64_built_from == "an older commit"
+    )

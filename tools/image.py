@@ -46,6 +46,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -109,7 +110,10 @@ def source_date_epoch() -> int:
 
 
 def host_arch() -> str:
-    return _run(["dpkg", "--print-architecture"]).strip()
+    """This machine's architecture in Debian's (and OCI's) name, without dpkg (make release runs
+    on machines that have none)."""
+    machine = platform.machine()
+    return next((arch for arch, name in MACHINES.items() if name == machine), machine)
 
 
 def platform_options(arch: str) -> list[str]:

@@ -32,14 +32,19 @@ def _built_from(commit: Path) -> str:
 
 
 def function_packages(head: str) -> list[Path]:
-    """This machine's Function package, then every other architecture's built from the same commit."""
-    others = [
-        image.package_path(arch)
-        for arch in sorted(image.MACHINES)
-        if arch != image.host_arch()
-        and image.package_path(arch).is_file()
-        and _built_from(image.commit_path(arch)) == head
-    ]
+    """This machine's Function package, then every other architecture's built from the same commit;
+    one built from another commit is left out, and said so."""
+    others = []
+    for arch in sorted(image.MACHINES):
+        if arch == image.host_arch() or not image.package_path(arch).is_file():
+            continue
+        if _built_from(image.commit_path(arch)) == head:
+            others.append(image.package_path(arch))
+        else:
+            print(
+                f"release: the {arch} package is of another commit, not pushed (make image-{arch})",
+                file=sys.stderr,
+            )
     return [FUNCTION_XPKG, *others]
 
 
