@@ -198,7 +198,8 @@ def compose(
         )
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None
-    verdict = derive_verdict(plan, observed, previous)
+    composed = build_objects(plan)
+    verdict = derive_verdict(plan, observed, composed, previous)
     status = published_status(
         plan,
         observed,
@@ -206,7 +207,7 @@ def compose(
         readiness.get_path(xr, "status", "gateway", "callerAuth"),
     )
     outcome = Outcome(
-        resources=build_objects(plan)
+        resources=composed
         | {
             # Built from what this call publishes and decides, so it says exactly
             # what the XR's status.gateway and status.serving say, without the message.

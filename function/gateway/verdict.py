@@ -9,7 +9,6 @@ from typing import Any
 from function import readiness
 from function.api import Listener, ServiceType
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
-from function.gateway.manifests import build_security_policy
 from function.gateway.plan import (
     ANCHOR,
     CLIENT_TRAFFIC_POLICY,
@@ -155,7 +154,10 @@ def _policy_state(policy: Mapping[str, Any] | None) -> str:
 
 
 def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
-    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], settled_template: str | None = None
+    plan: GatewayPlan,
+    observed: Mapping[str, Mapping[str, Any]],
+    composed: Mapping[str, Mapping[str, Any]],
+    settled_template: str | None = None,
 ) -> Verdict:
     """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
@@ -197,9 +199,8 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             "request buffer and refuses larger request bodies (413) until it is",
         )
     auth = plan.spec.auth.api_keys
-    if auth is not None and not readiness.applied(
-        policy, {"spec": {"forProvider": {"manifest": build_security_policy(plan, auth)}}}
-    ):
+    # The policy this call composes (built once, by the composer), against the one observed.
+    if auth is not None and not readiness.applied(policy, composed[SECURITY_POLICY]):
         # A header or key changed: the status tells callers the new header now, and Envoy checks
         # the policy before until it is applied and pushed (found in review).
         return _not_ready(
