@@ -19,7 +19,9 @@ from function.cel import REPLICATED
 from function.structs import canonical_bytes
 
 
-def workload_summary(api_version: str, kind: str, observed: Mapping[str, Any] | None) -> str:
+def workload_summary(  # noqa: PLR0911 - one return per state, in order
+    api_version: str, kind: str, observed: Mapping[str, Any] | None
+) -> str:
     """How a workload stands, in words with numbers, for a condition message."""
     if observed is None:
         return "not observed yet"
@@ -30,6 +32,10 @@ def workload_summary(api_version: str, kind: str, observed: Mapping[str, Any] | 
         # RBAC missing for the workload's kind says Forbidden here, not "not yet".
         error = sync_error(observed)
         return f"provider-kubernetes cannot observe it: {error}" if error else "not observed yet"
+    error = read_failed(observed)
+    if error is not None:
+        # The manifest is an earlier read's: no numbers from it.
+        return f"provider-kubernetes cannot read it now (its last read is not current): {error}"
     if (api_version, kind) in REPLICATED:
         desired = _count(get_path(manifest, "spec", "replicas")) or 0
         available = _count(get_path(manifest, "status", "availableReplicas")) or 0
@@ -118,6 +124,32 @@ def sync_error(obj: Mapping[str, Any] | None) -> str | None:
     return str(synced.get("message", ""))
 
 
+# Synced's message when the provider could not read the target this round:
+# crossplane-runtime's managed reconciler (v2.0.0-rc.1, which provider-kubernetes
+# v1.2.1 builds with; pkg/reconciler/managed/reconciler.go) wraps a failed
+# Connect in "connect failed" and a failed Observe in "observe failed", and
+# provider-kubernetes' Observe (internal/controller/namespaced/object/object.go)
+# wraps its failed GET in "cannot get object" and returns before setAtProvider,
+# which writes the manifest and Ready together: both stay an earlier round's.
+# Its later failures ("cannot get desired state", a dry-run it may not make)
+# come after setAtProvider, on a fresh read, and are not this.
+_NOT_READ = ("connect failed", "observe failed: cannot get object")
+
+
+def read_failed(obj: Mapping[str, Any] | None) -> str | None:
+    """The provider's error while its last attempt to read the target failed, else None.
+
+    A revoked RBAC rule ("forbidden"), a ProviderConfig it cannot use, an API
+    server it cannot reach: Ready=True and the manifest then describe the
+    target as it was, and a Deployment that rolled since, or a workload scaled
+    to zero, goes unseen. A target that is gone is target_gone's, not this.
+    """
+    error = sync_error(obj)
+    if error is None or target_gone(obj) or not error.startswith(_NOT_READ):
+        return None
+    return error
+
+
 def paused(obj: Mapping[str, Any] | None) -> bool:
     """True while reconciliation of obj is paused, so its conditions are not maintained."""
     synced = condition(obj, "Synced")
@@ -125,13 +157,19 @@ def paused(obj: Mapping[str, Any] | None) -> bool:
 
 
 def in_effect(obj: Mapping[str, Any] | None) -> bool:
-    """The Object's readiness query holds, for a target that still exists, observed now.
+    """The Object's readiness query holds, for a target that still exists, observed now: not
+    paused, and the provider's last read of it succeeded (read_failed).
 
     The gateway's verdict judges its Objects by this alone: a listener added, a
     key or a buffer limit changed leaves the gateway serving what it served, and
     a GatewayReady that went False on every edit would take every route of the
     gateway with it."""
-    return condition_is_true(obj, "Ready") and not target_gone(obj) and not paused(obj)
+    return (
+        condition_is_true(obj, "Ready")
+        and not target_gone(obj)
+        and not paused(obj)
+        and read_failed(obj) is None
+    )
 
 
 def in_effect_as_composed(obj: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

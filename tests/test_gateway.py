@@ -384,6 +384,22 @@ def _retargeted(obj: dict[str, Any]) -> None:
     obj["status"]["atProvider"]["manifest"]["metadata"]["name"] = "envoy-platform-inference-0123abcd"
 
 
+def _unread(obj: dict[str, Any]) -> None:
+    """provider-kubernetes v1.2.1 after its GET of the target failed: Ready and the manifest as before."""
+    _set_synced(
+        obj,
+        'observe failed: cannot get object: deployments.apps "envoy-platform-inference" is forbidden: '
+        'User "system:serviceaccount:crossplane-system:provider-kubernetes" cannot get resource "deployments"',
+    )
+
+
+def _unconnected(obj: dict[str, Any]) -> None:
+    _set_synced(
+        obj,
+        'connect failed: cannot get provider config: ProviderConfig.kubernetes.m.crossplane.io "default" not found',
+    )
+
+
 def _paused(obj: dict[str, Any]) -> None:
     for c in obj["status"]["conditions"]:
         if c["type"] == "Synced":
@@ -393,7 +409,9 @@ def _paused(obj: dict[str, Any]) -> None:
 def _forbidden_dry_run(obj: dict[str, Any]) -> None:
     _set_synced(
         obj,
-        "cannot sync object: deployments.apps is forbidden: User cannot patch resource deployments",
+        # provider-kubernetes v1.2.1: the SSA dry run in GetDesiredState, after setAtProvider.
+        "observe failed: cannot get desired state: cannot dry run SSA: deployments.apps "
+        '"envoy-platform-inference" is forbidden: User cannot patch resource deployments',
     )
 
 
@@ -652,6 +670,34 @@ COMPOSE_CASES = [
         GatewayReason.NOT_YET_OBSERVED,
         False,
         "forbidden",
+    ),
+    ComposeCase(
+        "an observer whose last read failed (RBAC revoked) is not current, whatever its earlier Ready says",
+        with_observer("ready", _unread),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "so its last observation is not current",
+    ),
+    ComposeCase(
+        "an observer the provider cannot connect for is not current, whatever its earlier Ready says",
+        with_observer("ready", _unconnected),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "ProviderConfig",
+    ),
+    ComposeCase(
+        "a Gateway the provider cannot read now is waited for, whatever its earlier Ready says",
+        with_resource("ready", GATEWAY, _unread),
+        GatewayReason.WAITING_FOR_GATEWAY,
+        False,
+        "cannot be read by provider-kubernetes now",
+    ),
+    ComposeCase(
+        "an anchor the provider cannot read now is waited for, whatever its earlier Ready says",
+        with_resource("ready", ANCHOR, _unread),
+        GatewayReason.WAITING_FOR_ANCHOR,
+        False,
+        "cannot be read by provider-kubernetes now",
     ),
     ComposeCase(
         "a rollout that looks finished waits for the provider's own verdict",

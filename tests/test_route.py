@@ -405,33 +405,62 @@ def test_the_route_property_reaches_every_verdict_often() -> None:
         assert seen[reason] > 0, (reason, seen)
 
 
-@pytest.mark.parametrize(
-    ("name", "reason"),
-    [
-        ("route", RoutingReason.ROUTE_NOT_ACCEPTED),
-        ("service-backend-vllm", RoutingReason.BACKEND_NOT_ACCEPTED),
-    ],
+GONE = "observe failed: external resource does not exist"
+# provider-kubernetes v1.2.1 after its GET of the target failed: it keeps the manifest and Ready.
+UNREAD = (
+    'observe failed: cannot get object: aigatewayroutes.aigateway.envoyproxy.io "llama" is forbidden: '
+    'User "system:serviceaccount:crossplane-system:provider-kubernetes" cannot get resource'
 )
-def test_a_target_deleted_out_of_band_is_not_in_effect_whatever_its_stale_ready_says(
-    name: str, reason: RoutingReason
+# (case, Object, Synced's message, RoutingReady's reason, a part of its message)
+STALE_READY_CASES = [
+    (
+        "a route deleted out of band is not Accepted, whatever its stale Ready says",
+        "route",
+        GONE,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "is not Accepted yet",
+    ),
+    (
+        "a backend deleted out of band is not Accepted, whatever its stale Ready says",
+        "service-backend-vllm",
+        GONE,
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+        "service-backend-vllm",
+    ),
+    (
+        "a route the provider cannot read now is not Accepted, whatever its earlier Ready says",
+        "route",
+        UNREAD,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "cannot read it now, so its last status is not current: " + UNREAD,
+    ),
+    (
+        "a backend the provider cannot read now is not Accepted, whatever its earlier Ready says",
+        "service-backend-vllm",
+        "connect failed: cannot get provider config",
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+        "service-backend-vllm",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "message", "reason", "said_part"),
+    STALE_READY_CASES,
+    ids=[c[0] for c in STALE_READY_CASES],
+)
+def test_a_ready_the_provider_did_not_read_now_is_not_in_effect(
+    case: str, name: str, message: str, reason: RoutingReason, said_part: str
 ) -> None:
-    """provider-kubernetes keeps the last manifest and Ready=True when a target vanishes; only Synced says so."""
+    """provider-kubernetes keeps the last manifest and Ready=True when a target vanishes or a read
+    fails; only Synced says so."""
     observed = copy.deepcopy(COMPOSED)
-    observed[name]["status"]["conditions"].append(
-        {
-            "type": "Synced",
-            "status": "False",
-            "reason": "ReconcileError",
-            "message": "observe failed: external resource does not exist",
-        }
-    )
     observed[name]["status"]["conditions"] = [
-        c
-        for c in observed[name]["status"]["conditions"]
-        if not (c["type"] == "Synced" and c["status"] == "True")
-    ]
+        c for c in observed[name]["status"]["conditions"] if c["type"] != "Synced"
+    ] + [{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": message}]
     rsp = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW))
-    assert said(rsp, "RoutingReady").reason == reason
+    got = said(rsp, "RoutingReady")
+    assert (got.reason, said_part in got.message) == (reason, True), (case, got.message)
     assert set(rsp.resources) == ALL_NAMES
 
 
@@ -618,6 +647,38 @@ def _serving_workload() -> dict[str, dict[str, Any]]:
     return by_resource_name(
         load_yaml(EXAMPLES / "model-route" / "observed" / "workload-serving" / "resources.yaml")
     )
+
+
+def _workload_unread() -> dict[str, dict[str, Any]]:
+    """A serving workload's observer after provider-kubernetes' GET of it failed: its Ready and
+    manifest as the read before left them (RBAC revoked: the workload may have scaled to zero since)."""
+    observed = _serving_workload()
+    conditions = observed["workload-vllm"]["status"]["conditions"]
+    conditions[:] = [c for c in conditions if c["type"] != "Synced"] + [
+        {
+            "type": "Synced",
+            "status": "False",
+            "reason": "ReconcileError",
+            "message": 'observe failed: cannot get object: deployments.apps "vllm" is forbidden',
+        }
+    ]
+    return observed
+
+
+@pytest.mark.parametrize(
+    ("observed", "serving"),
+    [(_serving_workload, True), (_workload_unread, False)],
+    ids=[
+        "a workload observer read now says its workload serves",
+        "a workload observer whose last read failed says nothing of the workload now",
+    ],
+)
+def test_a_workload_serves_only_as_last_read(observed: Any, serving: bool) -> None:
+    got = said(compose(WORKLOAD_XR, ROUTE_INPUT, observed(), gw_required(READY_GW)), "BackendsServing")
+    assert (got.ready, "vllm: provider-kubernetes cannot read it now" in got.message) == (
+        serving,
+        not serving,
+    ), got.message
 
 
 # (case, the spec now, what was observed: composed for the spec before) -> RoutingReady's reason

@@ -453,6 +453,23 @@ WORKLOAD_SUMMARIES = {
         _workload_object({"kind": "Deployment"}, "False", "observe failed: external resource does not exist"),
         "Deployment not found",
     ),
+    "a workload whose last read failed gives no numbers from the read before": (
+        _workload_object(
+            {"spec": {"replicas": 2}, "status": {"availableReplicas": 2, "updatedReplicas": 2}},
+            "False",
+            'observe failed: cannot get object: deployments.apps "vllm" is forbidden',
+        ),
+        "provider-kubernetes cannot read it now (its last read is not current): "
+        'observe failed: cannot get object: deployments.apps "vllm" is forbidden',
+    ),
+    "a failure after a fresh read (a dry run it may not make) keeps the read's numbers": (
+        _workload_object(
+            {"spec": {"replicas": 2}, "status": {"availableReplicas": 2, "updatedReplicas": 2}},
+            "False",
+            "observe failed: cannot get desired state: cannot dry run SSA: forbidden",
+        ),
+        "2 of 2 replicas available",
+    ),
     "two of two available": (
         _workload_object({"spec": {"replicas": 2}, "status": {"availableReplicas": 2, "updatedReplicas": 2}}),
         "2 of 2 replicas available",

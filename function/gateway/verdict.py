@@ -72,6 +72,13 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
                 GatewayReason.NOT_YET_OBSERVED, f"provider-kubernetes cannot observe {where}: {error}"
             )
         return _not_ready(GatewayReason.NOT_YET_OBSERVED, f"waiting for the first observation of {where}")
+    error = readiness.read_failed(observer)
+    if error is not None:
+        # Ready and the manifest are an earlier read's: a rollout begun since goes unseen.
+        return _not_ready(
+            GatewayReason.NOT_YET_OBSERVED,
+            f"provider-kubernetes cannot read {where} now, so its last observation is not current: {error}",
+        )
     if not readiness.observes(observer, plan.observer_target):
         # Retargeted (deploymentNaming, deployMode or envoyGatewayNamespace changed): until
         # provider-kubernetes reads the new Deployment, Ready and the manifest are the old one's,
@@ -137,10 +144,20 @@ def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | Non
     return None
 
 
+def _standing(obj: Mapping[str, Any] | None, not_in_effect: str) -> str:
+    """How a composed object that is not in effect stands: not created, not read now, or as said."""
+    if obj is None:
+        return "has not been created yet"
+    error = readiness.read_failed(obj)
+    if error is not None:
+        return f"cannot be read by provider-kubernetes now, so its last status is not current ({error})"
+    return not_in_effect
+
+
 def _policy_state(policy: Mapping[str, Any] | None) -> str:
     """How an Envoy Gateway policy stands, with the reasons its ancestors give when it is not Accepted."""
-    if policy is None:
-        return "has not been created yet"
+    if policy is None or readiness.read_failed(policy) is not None:
+        return _standing(policy, "")
     reasons = sorted(
         {
             f"{c.get('reason')}: {c.get('message')}"
@@ -163,20 +180,21 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
     gateway = observed.get(GATEWAY)
     if not readiness.in_effect(gateway):
-        state = "has not been created yet" if gateway is None else "is not Programmed"
-        return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
+        return _not_ready(
+            GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {_standing(gateway, 'is not Programmed')}"
+        )
     listener = _listener_not_programmed(plan, gateway)
     if listener is not None:
         return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
-        state = "has not been created yet" if anchor is None else "is not Accepted"
         return _not_ready(
-            GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
+            GatewayReason.WAITING_FOR_ANCHOR,
+            f"the anchor AIGatewayRoute of {gateway_ref} {_standing(anchor, 'is not Accepted')}",
         )
     policy = observed.get(SECURITY_POLICY)
     if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy):
-        state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
+        state = _standing(policy, "is not Accepted (is a key Secret missing?)")
         return _not_ready(
             GatewayReason.AUTH_NOT_ACCEPTED,
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "

@@ -128,12 +128,18 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     if not (current and readiness.in_effect(route)):
         # Its status may say Accepted, of the spec before this one (a model renamed).
         stale = route is not None and not current
+        unread = readiness.read_failed(route)
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet"
-            + (" with its current spec" if stale else ""),
+            + (" with its current spec" if stale else "")
+            + (
+                f" (provider-kubernetes cannot read it now, so its last status is not current: {unread})"
+                if unread
+                else ""
+            ),
         )
     # The gateway observer's readiness is the gateway's, judged above from the
     # required resource Crossplane fetched for this call; workloads are judged

@@ -77,6 +77,7 @@ from tests.real.scenarios_route import (
     service_backend_status_dropped,
     traffic_policy_conflicted,
     upgraded_from_v0_1_0,
+    workload_unreadable,
 )
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
@@ -97,6 +98,7 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     https_only,
     node_port,
     backend_scaled_to_zero,
+    workload_unreadable,
     caller_auth,
     bad_input,
     missing_secret,

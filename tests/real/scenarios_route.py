@@ -308,11 +308,9 @@ def _follow_by_sampling(env: Env, settle_s: float = FOLLOW_SETTLE_S) -> str:
     )
 
 
-def backend_scaled_to_zero(env: Env, r: Report) -> None:
-    """A model's own server scaled to zero and back: RoutingReady follows within seconds
-    (BackendNotServing, then Available), through the route's watched workload observer."""
-    server = model_server("vllm-llama", 1)
-    env.kube.apply(server)
+def _route_on_own_server(env: Env) -> None:
+    """A one-backend route whose backend names the model's server as its workload, served and True."""
+    env.kube.apply(model_server("vllm-llama", 1))
     # The provider's dry-run patch of observed workloads in this application namespace, as shipped.
     env.kube.apply_file(EXAMPLES / "install" / "workload-rbac.yaml")
     doc = route_doc_one_backend()
@@ -332,63 +330,124 @@ def backend_scaled_to_zero(env: Env, r: Report) -> None:
         CONVERGE_S,
     )
 
-    def scale(replicas: int) -> float:
-        env.kube.merge_patch(
-            "apps/v1", "Deployment", "vllm-llama", ROUTE[0], {"spec": {"replicas": replicas}}
-        )
-        return time.time()
 
-    def reason_is(reason: str) -> dict[str, Any]:
-        return wait(  # type: ignore[no-any-return]
-            f"RoutingReady {reason}",
-            lambda: (rt := env.route()) and condition(rt, "RoutingReady").get("reason") == reason and rt,
-            60,
-            interval=0.1,
-        )
+def _scale_server(env: Env, replicas: int) -> float:
+    env.kube.merge_patch("apps/v1", "Deployment", "vllm-llama", ROUTE[0], {"spec": {"replicas": replicas}})
+    return time.time()
 
+
+def _routing(env: Env, what: str, holds: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    return wait(  # type: ignore[no-any-return]
+        f"the route {what}", lambda: (rt := env.route()) and holds(rt) and rt, 60, interval=0.1
+    )
+
+
+def _reason_is(reason: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda rt: condition(rt, "RoutingReady").get("reason") == reason
+
+
+def _server_back(env: Env) -> float:
+    """Wait for the server's new replica Ready; when it turned Ready."""
+
+    def live() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+
+    wait("the new replica Ready", lambda: any(true(p, "Ready") for p in live()), 60, interval=0.1)
+    env.vllm.down = False
+    return max(pod_ready_at(p) for p in live())
+
+
+def _stamp(route: dict[str, Any]) -> float:
+    return ts(condition(route, "RoutingReady")["lastTransitionTime"])
+
+
+def _followed(r: Report, lags: dict[str, float], what: str) -> None:
+    r.lags.extend(lags.values())
+    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
+    assert not late, f"RoutingReady followed {what} later than {TRUTH_BOUND_S} s: {late}"
+
+
+def backend_scaled_to_zero(env: Env, r: Report) -> None:
+    """A model's own server scaled to zero and back: RoutingReady follows within seconds
+    (BackendNotServing, then Available), through the route's watched workload observer."""
+    _route_on_own_server(env)
     # Its Service loses every endpoint at once; to the gateway this is a fault to detect. The
     # prober hears of the fault first: a request sent between the server going down and the
     # prober being told was counted as a lie (CI, both routes on this server, one second).
     env.prober.fault()
     env.vllm.down = True
-    down_at = scale(0)
-    down = reason_is("BackendNotServing")
+    down_at = _scale_server(env, 0)
+    down = _routing(env, "BackendNotServing", _reason_is("BackendNotServing"))
     message = condition(down, "RoutingReady")["message"]
     assert "vllm: " in message, message
     assert "of 0 replicas available" in message, message
-    up_at = scale(1)
-    wait(
-        "the new replica Ready",
-        lambda: any(
-            true(p, "Ready")
-            for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
-            if not p["metadata"].get("deletionTimestamp")
-        ),
-        60,
-        interval=0.1,
-    )
-    env.vllm.down = False
-    up = reason_is("Available")
-    server_ready = max(
-        pod_ready_at(p)
-        for p in env.kube.list("v1", "Pod", ROUTE[0], label_selector="app=vllm-llama")
-        if not p["metadata"].get("deletionTimestamp")
-    )
+    up_at = _scale_server(env, 1)
+    server_ready = _server_back(env)
+    up = _routing(env, "Available", _reason_is("Available"))
     lags = {
-        "RoutingReady False after the scale to zero": ts(
-            condition(down, "RoutingReady")["lastTransitionTime"]
-        )
-        - int(down_at),
-        "RoutingReady True after the new replica was Ready": ts(
-            condition(up, "RoutingReady")["lastTransitionTime"]
-        )
-        - server_ready,
+        "RoutingReady False after the scale to zero": _stamp(down) - int(down_at),
+        "RoutingReady True after the new replica was Ready": _stamp(up) - server_ready,
     }
-    r.lags.extend(lags.values())
     assert up_at <= server_ready + 1
-    late = {k: v for k, v in lags.items() if v > TRUTH_BOUND_S}
-    assert not late, f"RoutingReady followed the model's server later than {TRUTH_BOUND_S} s: {late}"
+    _followed(r, lags, "the model's server")
     r.notes.append(", ".join(f"{k} {v:.0f} s" for k, v in lags.items()))
+
+
+# The ClusterRole examples/install/rbac.yaml binds provider-kubernetes to, to read Deployments.
+PROVIDER_READER = ("rbac.authorization.k8s.io/v1", "ClusterRole", "provider-kubernetes-inference-gateways")
+
+
+def workload_unreadable(env: Env, r: Report) -> None:
+    """provider-kubernetes loses the right to read Deployments (its RBAC edited), then the model's
+    only server scales to zero. Its watch still tells it of the change, its GET is refused, and
+    it keeps the observer's last Ready=True and manifest, saying only Synced=False (observe
+    failed: cannot get object ... forbidden). RoutingReady must not stand on that read: the
+    prober counts every second it says True while requests fail."""
+    _route_on_own_server(env)
+    api, kind, name = PROVIDER_READER
+    rules = env.kube.get(api, kind, name)["rules"]
+    revoked = [
+        {**rule, "resources": [x for x in rule["resources"] if x != "deployments"]}
+        if "deployments" in rule.get("resources", ()) and "get" in rule.get("verbs", ())
+        else rule
+        for rule in rules
+    ]
+    assert revoked != rules, f"{name} grants no read of Deployments: {rules}"
+    env.kube.merge_patch(api, kind, name, None, {"rules": revoked})
+    try:
+        env.prober.fault()
+        env.vllm.down = True
+        down_at = _scale_server(env, 0)
+        down = _routing(
+            env,
+            "False with its workload unread",
+            lambda rt: (
+                condition(rt, "RoutingReady").get("status") == "False"
+                and "vllm: provider-kubernetes cannot read it now"
+                in str(condition(rt, "BackendsServing").get("message"))
+            ),
+        )
+    finally:
+        env.kube.merge_patch(api, kind, name, None, {"rules": rules})
+    said_then = condition(down, "BackendsServing")["message"]
+    assert "forbidden" in said_then, said_then
+    _scale_server(env, 1)
+    server_ready = _server_back(env)
+    up = _routing(env, "Available", _reason_is("Available"))
+    lags = {
+        "RoutingReady False after the scale to zero": _stamp(down) - int(down_at),
+        "RoutingReady True after the new replica was Ready": _stamp(up) - server_ready,
+    }
+    _followed(r, lags, "the model's server, unread")
+    r.notes.append(
+        "Deployments unreadable to provider-kubernetes, the server scaled to zero: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in lags.items())
+        + f" (BackendsServing then: {said_then[:160]})"
+    )
 
 
 def missing_secret(env: Env, r: Report) -> None:
