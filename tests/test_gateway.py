@@ -965,9 +965,24 @@ def test_the_settled_template_is_remembered_only_when_ready(
     assert desired_status(rsp)["deployment"].get("settledTemplate") == want
 
 
-def test_a_vanished_deployment_reports_no_stale_numbers() -> None:
-    rsp = compose(XR, GATEWAY_INPUT, observed_state("deployment-gone"))
-    assert "availableReplicas" not in desired_status(rsp)["deployment"]
+@pytest.mark.parametrize(
+    ("observed", "published"),
+    [
+        (observed_state("ready"), True),
+        (observed_state("deployment-gone"), False),
+        (with_observer("ready", _unread), False),
+    ],
+    ids=[
+        "a Deployment read now reports its numbers",
+        "a vanished Deployment reports no stale numbers",
+        "a Deployment the provider cannot read now reports no numbers of its last read",
+    ],
+)
+def test_only_a_current_read_publishes_the_deployments_numbers(
+    observed: dict[str, dict[str, Any]], published: bool
+) -> None:
+    rsp = compose(XR, GATEWAY_INPUT, observed)
+    assert ("availableReplicas" in desired_status(rsp)["deployment"]) is published
 
 
 # --- found by mutation testing: branches no other test told apart --------------------------

@@ -412,8 +412,9 @@ def published_status(
     deployment: dict[str, Any] = {"name": name, "namespace": namespace}
     observer = observed.get(OBSERVER)
     manifest = readiness.observed_manifest(observer)
-    # A vanished Deployment's last numbers are history, not status.
-    if manifest is not None and not readiness.target_gone(observer):
+    # A vanished Deployment's last numbers, or those of a read before one that failed, are
+    # history, not status.
+    if manifest is not None and not readiness.target_gone(observer) and not readiness.read_failed(observer):
         state = RolloutState.read(manifest, plan.inp.ext_proc_marker_annotation)
         deployment |= {
             "replicas": state.desired or 0,
