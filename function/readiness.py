@@ -132,22 +132,26 @@ def sync_error(obj: Mapping[str, Any] | None) -> str | None:
 # wraps its failed GET in "cannot get object" and returns before setAtProvider,
 # which writes the manifest and Ready together: both stay an earlier round's.
 # Its later failures ("cannot get desired state", a dry-run it may not make)
-# come after setAtProvider, on a fresh read, and are not this.
-_NOT_READ = ("connect failed", "observe failed: cannot get object")
+# come after setAtProvider, on a fresh read, and are not this. Resolving an
+# Object's references comes before the GET (none of ours has any).
+_NOT_READ = (
+    "connect failed",
+    "observe failed: cannot get object",
+    "observe failed: cannot resolve resource references",
+)
 
 
 def read_failed(obj: Mapping[str, Any] | None) -> str | None:
     """The provider's error while its last attempt to read the target failed, else None.
 
-    A revoked RBAC rule ("forbidden"), a ProviderConfig it cannot use, an API
-    server it cannot reach: Ready=True and the manifest then describe the
+    A revoked RBAC rule ("forbidden"), a ProviderConfig it cannot use, a
+    cluster it cannot reach: Ready=True and the manifest then describe the
     target as it was, and a Deployment that rolled since, or a workload scaled
-    to zero, goes unseen. A target that is gone is target_gone's, not this.
+    to zero, goes unseen. A target that is gone ("observe failed: external
+    resource does not exist") is target_gone's, not this.
     """
     error = sync_error(obj)
-    if error is None or target_gone(obj) or not error.startswith(_NOT_READ):
-        return None
-    return error
+    return error if error is not None and error.startswith(_NOT_READ) else None
 
 
 def paused(obj: Mapping[str, Any] | None) -> bool:

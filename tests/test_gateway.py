@@ -686,18 +686,34 @@ COMPOSE_CASES = [
         "ProviderConfig",
     ),
     ComposeCase(
-        "a Gateway the provider cannot read now is waited for, whatever its earlier Ready says",
+        "a Gateway the provider cannot read now is not current, whatever its earlier Ready says",
         with_resource("ready", GATEWAY, _unread),
-        GatewayReason.WAITING_FOR_GATEWAY,
+        GatewayReason.NOT_YET_OBSERVED,
         False,
-        "cannot be read by provider-kubernetes now",
+        "cannot read the Gateway of Gateway platform/inference now, so its last status is not current: "
+        "observe failed: cannot get object",
     ),
     ComposeCase(
-        "an anchor the provider cannot read now is waited for, whatever its earlier Ready says",
+        "an anchor the provider cannot read now is not current, whatever its earlier Ready says",
         with_resource("ready", ANCHOR, _unread),
-        GatewayReason.WAITING_FOR_ANCHOR,
+        GatewayReason.NOT_YET_OBSERVED,
         False,
-        "cannot be read by provider-kubernetes now",
+        "cannot read the anchor AIGatewayRoute of",
+    ),
+    ComposeCase(
+        "a ClientTrafficPolicy the provider cannot read now is not current, whatever its earlier Ready says",
+        with_resource("ready", CLIENT_TRAFFIC_POLICY, _unread),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "cannot read the ClientTrafficPolicy of",
+    ),
+    ComposeCase(
+        "a failure after a fresh read of the Gateway (it cannot get connection details) leaves that read",
+        with_resource(
+            "ready", GATEWAY, lambda o: _set_synced(o, "observe failed: cannot get connection details")
+        ),
+        GatewayReason.AVAILABLE,
+        True,
     ),
     ComposeCase(
         "a rollout that looks finished waits for the provider's own verdict",
@@ -1262,6 +1278,12 @@ def _with_policy(ready: bool) -> dict[str, dict[str, Any]]:
     return applied(AUTH_XR, GATEWAY_INPUT, observed, {})
 
 
+def _policy_unread() -> dict[str, dict[str, Any]]:
+    observed = _with_policy(ready=True)
+    _set_synced(observed[SECURITY_POLICY], "connect failed: cannot get provider config")
+    return observed
+
+
 AUTH_CASES = [
     ComposeCase(
         "with caller auth on, a gateway otherwise ready waits for its SecurityPolicy",
@@ -1277,6 +1299,14 @@ AUTH_CASES = [
         GatewayReason.AUTH_NOT_ACCEPTED,
         False,
         "inference is not Accepted (is a key Secret missing?): Envoy Gateway answers every request with 500",
+        AUTH_XR,
+    ),
+    ComposeCase(
+        "a SecurityPolicy the provider cannot read now is not current, whatever its earlier Ready says",
+        _policy_unread(),
+        GatewayReason.NOT_YET_OBSERVED,
+        False,
+        "cannot read the API-key SecurityPolicy of Gateway platform/inference now",
         AUTH_XR,
     ),
     ComposeCase(

@@ -439,7 +439,14 @@ STALE_READY_CASES = [
         "service-backend-vllm",
         "connect failed: cannot get provider config",
         RoutingReason.BACKEND_NOT_ACCEPTED,
-        "service-backend-vllm",
+        "not Accepted yet: service-backend-vllm; provider-kubernetes cannot read service-backend-vllm now",
+    ),
+    (
+        "a failure after a fresh read of the route (it cannot get connection details) leaves that read",
+        "route",
+        "observe failed: cannot get connection details",
+        RoutingReason.AVAILABLE,
+        "",
     ),
 ]
 
@@ -796,6 +803,21 @@ def test_route_not_accepted_says_whether_its_spec_was_applied(
     got = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
     assert got.reason == RoutingReason.ROUTE_NOT_ACCEPTED
     assert got.message == f"AIGatewayRoute team-a/llama-648adb3a {message}"
+
+
+def test_a_traffic_policy_the_provider_cannot_read_now_fails_nothing_over() -> None:
+    """Its retries and ejection may have changed since its last read: no level but the first
+    is counted on (the first, scaled to zero, serves nothing)."""
+    scaled = by_resource_name(
+        load_yaml(EXAMPLES / "model-route" / "observed" / "workload-scaled-to-zero" / "resources.yaml")
+    )
+    assert said(compose(WORKLOAD_XR, ROUTE_INPUT, scaled, gw_required(READY_GW)), "RoutingReady").ready
+    conditions = scaled["traffic-policy"]["status"]["conditions"]
+    conditions[:] = [c for c in conditions if c["type"] != "Synced"] + [
+        {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": UNREAD}
+    ]
+    got = said(compose(WORKLOAD_XR, ROUTE_INPUT, scaled, gw_required(READY_GW)), "RoutingReady")
+    assert got.reason == RoutingReason.BACKEND_NOT_SERVING, got.message
 
 
 def test_a_traffic_policy_of_the_spec_before_fails_nothing_over() -> None:

@@ -144,20 +144,10 @@ def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | Non
     return None
 
 
-def _standing(obj: Mapping[str, Any] | None, not_in_effect: str) -> str:
-    """How a composed object that is not in effect stands: not created, not read now, or as said."""
-    if obj is None:
-        return "has not been created yet"
-    error = readiness.read_failed(obj)
-    if error is not None:
-        return f"cannot be read by provider-kubernetes now, so its last status is not current ({error})"
-    return not_in_effect
-
-
 def _policy_state(policy: Mapping[str, Any] | None) -> str:
     """How an Envoy Gateway policy stands, with the reasons its ancestors give when it is not Accepted."""
-    if policy is None or readiness.read_failed(policy) is not None:
-        return _standing(policy, "")
+    if policy is None:
+        return "has not been created yet"
     reasons = sorted(
         {
             f"{c.get('reason')}: {c.get('message')}"
@@ -170,6 +160,16 @@ def _policy_state(policy: Mapping[str, Any] | None) -> str:
     return "is not Accepted" + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
+# The Objects whose status GatewayReady reads, in the order it judges them; the
+# observer says its own (_observer_verdict).
+_READ_IN_ORDER = (
+    (GATEWAY, "Gateway"),
+    (ANCHOR, "anchor AIGatewayRoute"),
+    (SECURITY_POLICY, "API-key SecurityPolicy"),
+    (CLIENT_TRAFFIC_POLICY, "ClientTrafficPolicy"),
+)
+
+
 def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     plan: GatewayPlan,
     observed: Mapping[str, Mapping[str, Any]],
@@ -178,23 +178,31 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
 ) -> Verdict:
     """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
+    for name, what in _READ_IN_ORDER:
+        error = readiness.read_failed(observed.get(name))
+        if error is not None:
+            # Its Ready and status are an earlier read's: what it says now is not known.
+            return _not_ready(
+                GatewayReason.NOT_YET_OBSERVED,
+                f"provider-kubernetes cannot read the {what} of {gateway_ref} now, so its last status "
+                f"is not current: {error}",
+            )
     gateway = observed.get(GATEWAY)
     if not readiness.in_effect(gateway):
-        return _not_ready(
-            GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {_standing(gateway, 'is not Programmed')}"
-        )
+        state = "has not been created yet" if gateway is None else "is not Programmed"
+        return _not_ready(GatewayReason.WAITING_FOR_GATEWAY, f"{gateway_ref} {state}")
     listener = _listener_not_programmed(plan, gateway)
     if listener is not None:
         return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
+        state = "has not been created yet" if anchor is None else "is not Accepted"
         return _not_ready(
-            GatewayReason.WAITING_FOR_ANCHOR,
-            f"the anchor AIGatewayRoute of {gateway_ref} {_standing(anchor, 'is not Accepted')}",
+            GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
         )
     policy = observed.get(SECURITY_POLICY)
     if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy):
-        state = _standing(policy, "is not Accepted (is a key Secret missing?)")
+        state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
         return _not_ready(
             GatewayReason.AUTH_NOT_ACCEPTED,
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "

@@ -402,21 +402,25 @@ PROVIDER_READER = ("rbac.authorization.k8s.io/v1", "ClusterRole", "provider-kube
 
 
 def workload_unreadable(env: Env, r: Report) -> None:
-    """provider-kubernetes loses the right to read Deployments (its RBAC edited), then the model's
-    only server scales to zero. Its watch still tells it of the change, its GET is refused, and
-    it keeps the observer's last Ready=True and manifest, saying only Synced=False (observe
-    failed: cannot get object ... forbidden). RoutingReady must not stand on that read: the
-    prober counts every second it says True while requests fail."""
+    """provider-kubernetes loses the right to get Deployments (its RBAC edited; list and watch
+    kept, so its informer goes on telling it of changes), then the model's only server scales to
+    zero. Its GET is refused, and it keeps the observer's last Ready=True and manifest, saying
+    only Synced=False (observe failed: cannot get object ... forbidden). RoutingReady must not
+    stand on that read: the prober counts every second it says True while requests fail."""
     _route_on_own_server(env)
     api, kind, name = PROVIDER_READER
     rules = env.kube.get(api, kind, name)["rules"]
-    revoked = [
-        {**rule, "resources": [x for x in rule["resources"] if x != "deployments"]}
-        if "deployments" in rule.get("resources", ()) and "get" in rule.get("verbs", ())
-        else rule
-        for rule in rules
-    ]
-    assert revoked != rules, f"{name} grants no read of Deployments: {rules}"
+    revoked: list[dict[str, Any]] = []
+    for rule in rules:
+        if "deployments" not in rule.get("resources", ()) or "get" not in rule.get("verbs", ()):
+            revoked.append(rule)
+            continue
+        others = [x for x in rule["resources"] if x != "deployments"]
+        if others:
+            revoked.append({**rule, "resources": others})
+        verbs = [v for v in rule["verbs"] if v != "get"]
+        revoked.append({**rule, "resources": ["deployments"], "verbs": verbs})
+    assert revoked != rules, f"{name} grants no get of Deployments: {rules}"
     env.kube.merge_patch(api, kind, name, None, {"rules": revoked})
     try:
         env.prober.fault()
