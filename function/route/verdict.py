@@ -153,16 +153,16 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
         and not readiness.in_effect_as_composed(observed.get(name), composed[name])
     )
     if waiting:
-        unread = [name for name in waiting if readiness.read_failed(observed.get(name))]
+        unreadable = [name for name in waiting if readiness.read_failed(observed.get(name))]
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.BACKEND_NOT_ACCEPTED,
             f"not Accepted yet: {', '.join(waiting)}"
             + (
-                f"; provider-kubernetes cannot read {', '.join(unread)} now, "
+                f"; provider-kubernetes cannot read {', '.join(unreadable)} now, "
                 "so their last status is not current"
-                if unread
+                if unreadable
                 else ""
             ),
         )
