@@ -77,7 +77,7 @@ def compose(
     try:
         if inp.compose is Composes.GATEWAY:
             outcome = gateway.compose(
-                xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed, now=now
+                xr, InferenceGatewaySpec.model_validate(_spec(xr)), inp, observed, required, now=now
             )
         else:
             outcome = route.compose(

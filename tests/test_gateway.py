@@ -15,6 +15,7 @@ from function import gateway, readiness, serving_record
 from function.api import InferenceGatewaySpec, Input, Listener
 from function.cel import policy_accepted_query
 from function.conditions import GatewayReason
+from function.gateway import POLICY_OBJECT_REQUIREMENT
 from function.gateway.anchor import build_anchor
 from function.gateway.plan import (
     ANCHOR,
@@ -31,6 +32,7 @@ from function.gateway.plan import (
 from function.gateway.verdict import (
     AUTH_REMOVAL_BOUND,
     AUTH_REMOVAL_HOLD,
+    AUTH_REMOVAL_RECHECK,
     auth_policy_held,
     auth_removed_in,
     caller_auth,
@@ -1929,7 +1931,8 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
             published["removedAt"] = _stamp(published["removedAt"])
         xr["status"] = {"gateway": {"callerAuth": published}}
     observed = _policy_accepted_ago(600)
-    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
+    # Its Object, once it has left the desired state, gone at once (as provider-kubernetes deletes it).
+    rsp = compose(xr, GATEWAY_INPUT, observed, {POLICY_OBJECT_REQUIREMENT: []}, now=CLOCK)
     # The policy, while kept, is emitted exactly as observed: nothing about it is re-decided.
     assert (SECURITY_POLICY in rsp.resources) == kept, name
     if kept:
@@ -1950,6 +1953,138 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     next_call = rsp.next_call()
     assert next_call is not None
     assert next_call.total_seconds() == due.total_seconds() + 1 - ago, (name, next_call)
+
+
+@dataclass(frozen=True)
+class DeletionCase:
+    """Auth turned off `ago` seconds before, the SecurityPolicy's Object as Crossplane fetched it."""
+
+    name: str
+    ago: float
+    # Fetched: there (its deletion not done) or gone; None: not fetched for this call.
+    there: bool | None
+    # callerAuth's memory before this call: policyDeleting, or policyGoneAt (seconds ago).
+    deleting: bool = False
+    gone_ago: float | None = None
+    # Then: told to send a key, with this memory, called again in (seconds).
+    told: bool = True
+    memory: dict[str, Any] = field(default_factory=dict)
+    next_call: float | None = None
+
+
+DELETION_CASES = [
+    DeletionCase(
+        "26 s after, its Object still there (provider-kubernetes down): told, remembered, looked at again",
+        26,
+        there=True,
+        memory={"policyDeleting": True},
+        next_call=AUTH_REMOVAL_RECHECK.total_seconds(),
+    ),
+    DeletionCase(
+        "10 minutes after, its Object still there: still told (Envoy still checks keys)",
+        600,
+        there=True,
+        deleting=True,
+        memory={"policyDeleting": True},
+        next_call=AUTH_REMOVAL_RECHECK.total_seconds(),
+    ),
+    DeletionCase(
+        "not fetched for this call (its first): counted as still there",
+        600,
+        there=None,
+        deleting=True,
+        memory={"policyDeleting": True},
+        next_call=AUTH_REMOVAL_RECHECK.total_seconds(),
+    ),
+    DeletionCase(
+        "10 minutes after, found gone now after it was seen there: told 15 s more from now",
+        600,
+        there=False,
+        deleting=True,
+        memory={"policyGoneAt": 0},
+        next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
+    ),
+    DeletionCase(
+        "found gone 14 s ago: still told",
+        600,
+        there=False,
+        gone_ago=14,
+        memory={"policyGoneAt": 14},
+        next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1 - 14,
+    ),
+    DeletionCase(
+        "found gone 15 s ago: Envoy has dropped the check, nothing told",
+        600,
+        there=False,
+        gone_ago=15,
+        told=False,
+    ),
+    DeletionCase(
+        "a gone stamp ahead of our clock counts from now",
+        600,
+        there=False,
+        gone_ago=-600,
+        memory={"policyGoneAt": 0},
+        next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
+    ),
+    DeletionCase(
+        "never seen there past the hold, gone now: counted from the hold's end, as before",
+        41,
+        there=False,
+        told=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DELETION_CASES, ids=[c.name for c in DELETION_CASES])
+def test_callers_are_told_to_send_a_key_while_the_policys_deletion_is_not_done(case: DeletionCase) -> None:
+    """Found in review: with the policy's deletion stuck (provider-kubernetes down), past the hold the
+    status said no key was needed while Envoy still checked keys, and Crossplane no longer observes
+    an Object that has left the desired state: so it is required by name."""
+    xr = copy.deepcopy(XR)
+    told: dict[str, Any] = {"header": "authorization", "removedAt": _stamp(case.ago)}
+    if case.deleting:
+        told["policyDeleting"] = True
+    if case.gone_ago is not None:
+        told["policyGoneAt"] = _stamp(case.gone_ago)
+    xr["status"] = {"gateway": {"callerAuth": told}}
+    required = (
+        {} if case.there is None else {POLICY_OBJECT_REQUIREMENT: [{"kind": "Object"}] if case.there else []}
+    )
+    rsp = compose(xr, GATEWAY_INPUT, observed_state("ready"), required, now=CLOCK)
+    # Asked for by name, in the XR's namespace, on every call while callers are told.
+    want = rsp.requirements[POLICY_OBJECT_REQUIREMENT]
+    assert (want.kind, want.name, want.namespace) == (
+        "Object",
+        unique_name("inference", "security-policy", identity=("InferenceGateway",)),
+        "platform",
+    )
+    assert SECURITY_POLICY not in rsp.resources
+    got = rsp.status["gateway"].get("callerAuth")
+    assert (got is not None) is case.told, got
+    if not case.told:
+        return
+    memory = {k: v for k, v in got.items() if k not in ("header", "removedAt")}
+    want_memory = {k: (_stamp(v) if k == "policyGoneAt" else v) for k, v in case.memory.items()}
+    assert (got["removedAt"], memory) == (told["removedAt"], want_memory)
+    # Routes read the serving record: the memory is not in it, so it moves no route.
+    record = json.loads(rsp.resources[SERVING_RECORD]["data"]["gateway"])
+    assert record["callerAuth"] == {"header": "authorization", "removedAt": told["removedAt"]}
+    next_call = rsp.next_call()
+    assert next_call is not None
+    assert next_call.total_seconds() == case.next_call
+
+
+def test_the_policys_object_is_required_only_while_callers_are_told_after_auth_was_turned_off() -> None:
+    told = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(30)}}}
+    on = compose(AUTH_XR | {"status": told}, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
+    never = compose(XR, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
+    off = compose(XR | {"status": told}, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
+    assert (on.requirements, never.requirements, list(off.requirements)) == (
+        {},
+        {},
+        [POLICY_OBJECT_REQUIREMENT],
+    )
 
 
 NOTHING_TO_TELL_CASES = [
@@ -2037,7 +2172,7 @@ def test_a_status_that_lost_caller_auth_tells_the_header_its_policy_makes_envoy_
     name: str, observed: Any, desired: Any, header: str | None
 ) -> None:
     now = plan()
-    got = caller_auth(now, None, _policy_object(observed, desired))
+    got = caller_auth(now, None, _policy_object(observed, desired), None)
     if header is None:
         assert got is None, name
         return
@@ -2105,12 +2240,13 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
     def at(after: timedelta) -> GatewayPlan:
         return dataclasses.replace(plan(), now=stamp + after)
 
-    assert caller_auth(at(told_for), previous, None) is None
-    assert caller_auth(at(told_for - timedelta(seconds=1)), previous, None) == previous
+    # Its Object gone within the hold, as provider-kubernetes deletes it.
+    assert caller_auth(at(told_for), previous, None, False) is None
+    assert caller_auth(at(told_for - timedelta(seconds=1)), previous, None, False) == previous
     accepted = _policy_accepted_ago(600)[SECURITY_POLICY]
     assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous}, accepted)
     assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous}, accepted)
-    published = caller_auth(at(timedelta(0)), {"header": "authorization"}, None)
+    published = caller_auth(at(timedelta(0)), {"header": "authorization"}, None, None)
     assert published == previous
     assert auth_removed_in(at(timedelta(0)), {"callerAuth": published}) == AUTH_REMOVAL_HOLD + timedelta(
         seconds=1

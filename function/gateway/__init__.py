@@ -28,7 +28,7 @@ resource changes the condition, never the desired state.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -61,11 +61,12 @@ from function.gateway.verdict import (
     auth_policy_held,
     auth_removed_in,
     derive_verdict,
+    for_routes,
     published_status,
     settle,
 )
-from function.objects import plan_basis, target_ref, wrap
-from function.outcome import Outcome, keep_observed
+from function.objects import OBJECT_API_VERSION, plan_basis, target_ref, wrap
+from function.outcome import Outcome, Requirement, keep_observed
 from function.upstream import ACCEPTED, PROGRAMMED
 
 
@@ -174,11 +175,34 @@ def removed_by_spec(name: str, *, policy_held: bool) -> bool:
     return name in (ENVOY_SERVICE, HTTPS_REDIRECT)
 
 
+# The SecurityPolicy's Object, required by name while callers are still told to
+# send a key after auth was turned off (verdict.caller_auth).
+POLICY_OBJECT_REQUIREMENT = "security-policy-object"
+
+
+def policy_object_requirements(plan: GatewayPlan, previous_auth: Any) -> dict[str, Requirement]:
+    """The SecurityPolicy's Object, while auth is off and callers are still told a header: once it
+    leaves the desired state Crossplane no longer observes it, and Envoy checks keys until it is
+    gone. Decided from the XR alone, so every call of a reconcile asks the same."""
+    told = isinstance(previous_auth, Mapping) and isinstance(previous_auth.get("header"), str)
+    if plan.spec.auth.api_keys is not None or not told:
+        return {}
+    return {
+        POLICY_OBJECT_REQUIREMENT: Requirement(
+            api_version=OBJECT_API_VERSION,
+            kind="Object",
+            name=plan.object_name("security-policy"),
+            namespace=plan.xr_namespace,
+        )
+    }
+
+
 def compose(
     xr: Mapping[str, Any],
     spec: InferenceGatewaySpec,
     inp: Input,
     observed: Mapping[str, Mapping[str, Any]],
+    required: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     *,
     now: datetime | None = None,
 ) -> Outcome:
@@ -200,27 +224,36 @@ def compose(
     previous = previous if isinstance(previous, str) else None
     composed = build_objects(plan)
     verdict = derive_verdict(plan, observed, composed, previous)
+    previous_auth = readiness.get_path(xr, "status", "gateway", "callerAuth")
+    wanted = policy_object_requirements(plan, previous_auth)
+    required = required or {}
     status = published_status(
         plan,
         observed,
         settle(plan, verdict, observed.get(OBSERVER), previous),
-        readiness.get_path(xr, "status", "gateway", "callerAuth"),
+        previous_auth,
+        # Not fetched for this call (its first, before Crossplane has): still there.
+        bool(required[POLICY_OBJECT_REQUIREMENT])
+        if POLICY_OBJECT_REQUIREMENT in required and wanted
+        else None,
     )
     outcome = Outcome(
         resources=composed
         | {
             # Built from what this call publishes and decides, so it says exactly
-            # what the XR's status.gateway and status.serving say, without the message.
+            # what the XR's status.gateway and status.serving say, without the message
+            # and callerAuth's memory of the policy's deletion (for_routes).
             SERVING_RECORD: serving_record.build(
                 serving_record.record_name(plan.xr_name),
                 plan.xr_namespace,
-                status["gateway"],
+                for_routes(status["gateway"]),
                 ready=verdict.ready,
                 reason=verdict.reason,
             )
         },
         status=status,
         verdict=verdict,
+        requirements=wanted,
         ttl=min(
             (
                 t

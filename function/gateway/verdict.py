@@ -41,10 +41,21 @@ AUTH_REMOVAL_HOLD = timedelta(seconds=25)
 # Then, until the SecurityPolicy's deletion reaches Envoy (Crossplane deletes
 # its Object, provider-kubernetes the policy, Envoy Gateway translates and
 # pushes), Envoy still answers a request without a key 401. So the gateway
-# keeps telling callers to send one for this long after the hold (the
+# keeps telling callers to send one while the policy's Object is still there
+# (provider-kubernetes down, or refused the delete: Crossplane drops the Object
+# from the observed resources once it leaves the desired state, so it is
+# required by name), and for this long after the call that found it gone (the
 # fresh-clone CI of e1479f1 counted 401s 5 s after the policy went, while the
-# status said no key was needed).
+# status said no key was needed). A status from before the Object was required
+# counts from the hold's end.
 AUTH_REMOVAL_BOUND = timedelta(seconds=15)
+# While the Object is still there after the hold: asked again this often,
+# where Crossplane does not watch what a function requires (before v2.4).
+AUTH_REMOVAL_RECHECK = timedelta(seconds=10)
+# callerAuth's own memory of the Object's deletion: seen still there past the
+# hold, then when a call found it gone. Routes ignore both.
+POLICY_DELETING = "policyDeleting"
+POLICY_GONE_AT = "policyGoneAt"
 
 
 def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
@@ -281,11 +292,22 @@ def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | None) -> dict[str, str] | None:
+def _stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def caller_auth(
+    plan: GatewayPlan,
+    previous: Any,
+    policy: Mapping[str, Any] | None,
+    policy_object: bool | None,
+) -> dict[str, Any] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
     and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
-    SecurityPolicy is kept, and AUTH_REMOVAL_BOUND more, while its deletion reaches Envoy. A key sent
-    where none is needed is still served; one missing where Envoy checks is refused.
+    SecurityPolicy is kept, then while its Object is still there (`policy_object`: True, or None
+    where Crossplane has not fetched it for this call), and AUTH_REMOVAL_BOUND after the call that
+    found it gone, while its deletion reaches Envoy. A key sent where none is needed is still served;
+    one missing where Envoy checks is refused.
 
     A status that lost what it published (restored without it, written over) while the `policy`
     Object is still there counts as auth turned off now: read from the policy, the header is told
@@ -303,9 +325,40 @@ def caller_auth(plan: GatewayPlan, previous: Any, policy: Mapping[str, Any] | No
             return None
     if since is None or since > plan.now:
         since = plan.now
-    if plan.now - since >= AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND:
-        return None
-    return {"header": header, "removedAt": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    told: dict[str, Any] = {"header": header, "removedAt": _stamp(since)}
+    if plan.now - since < AUTH_REMOVAL_HOLD:
+        return told
+    # Past the hold the policy has left the desired state.
+    if policy_object is not False:
+        return told | {POLICY_DELETING: True}
+    gone_at = _policy_gone_at(plan, previous)
+    if gone_at is None:
+        # Never seen there past the hold: gone within it, counted from the hold's end.
+        return told if plan.now - since < AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND else None
+    return told | {POLICY_GONE_AT: _stamp(gone_at)} if plan.now - gone_at < AUTH_REMOVAL_BOUND else None
+
+
+def for_routes(gateway: Mapping[str, Any]) -> dict[str, Any]:
+    """status.gateway as the serving record carries it: without callerAuth's memory of the policy's
+    deletion, which routes do not read, so it changes no route's record."""
+    told = gateway.get("callerAuth")
+    if not isinstance(told, Mapping):
+        return dict(gateway)
+    return {
+        **gateway,
+        "callerAuth": {k: v for k, v in told.items() if k not in (POLICY_DELETING, POLICY_GONE_AT)},
+    }
+
+
+def _policy_gone_at(plan: GatewayPlan, previous: Mapping[str, Any]) -> datetime | None:
+    """When a call first found the policy's Object gone after it was seen there past the hold: this
+    call if the one before still saw it, else as published; None if it was never seen there.
+    `previous` is the callerAuth published before (past the hold, the header came from it)."""
+    if previous.get(POLICY_DELETING) is True:
+        return plan.now
+    gone_at = readiness.timestamp(previous.get(POLICY_GONE_AT))
+    # A stamp ahead of our clock counts from now: told longer, never shorter.
+    return min(gone_at, plan.now) if gone_at is not None else None
 
 
 def _removed_at(plan: GatewayPlan, published: Mapping[str, Any]) -> datetime | None:
@@ -333,13 +386,17 @@ def auth_policy_held(
 
 def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelta | None:
     """After auth is turned off: how soon to drop the kept SecurityPolicy, then to stop telling
-    callers to send a key; each on time, not a poll later."""
+    callers to send a key; each on time, not a poll later. While the policy's Object is still there
+    after the hold, a recheck (Crossplane before v2.4 does not watch what a function requires)."""
     since = _removed_at(plan, published)
     if since is None:
         return None
     due = since + AUTH_REMOVAL_HOLD
     if plan.now >= due:
-        due += AUTH_REMOVAL_BOUND
+        told = published["callerAuth"]
+        if told.get(POLICY_DELETING) is True:
+            return AUTH_REMOVAL_RECHECK
+        due = (readiness.timestamp(told.get(POLICY_GONE_AT)) or due) + AUTH_REMOVAL_BOUND
     # Second precision in the stamp: a second more, so the next call finds the bound passed.
     return due - plan.now + timedelta(seconds=1)
 
@@ -386,7 +443,8 @@ def published_status(
     plan: GatewayPlan,
     observed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None,
-    previous_auth: Any = None,
+    previous_auth: Any,
+    policy_object: bool | None,
 ) -> dict[str, Any]:
     """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
     gateway: dict[str, Any] = {
@@ -397,7 +455,7 @@ def published_status(
         "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
     # Routes tell their callers that a key is needed, and in which header.
-    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY))
+    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY), policy_object)
     if auth is not None:
         gateway["callerAuth"] = auth
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")

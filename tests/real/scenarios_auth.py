@@ -7,6 +7,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from function import naming
+from function.gateway.verdict import AUTH_REMOVAL_BOUND, AUTH_REMOVAL_HOLD
 from tests.real.harness import (
     GATEWAY,
     ROUTE,
@@ -151,18 +153,8 @@ def caller_auth(env: Env, r: Report) -> None:
         120,
     )
     gone = time.monotonic() - off
-    wait(
-        "the SecurityPolicy's Object gone",
-        lambda: (
-            not any(
-                o["metadata"].get("annotations", {}).get("crossplane.io/composition-resource-name")
-                == "security-policy"
-                and o["metadata"].get("labels", {}).get("crossplane.io/composite") == GATEWAY[1]
-                for o in env.objects(GATEWAY[0]).values()
-            )
-        ),
-        60,
-    )
+    # By the name the function gives it (a label and annotation it once looked for matched nothing).
+    wait("the SecurityPolicy's Object gone", lambda: _policy_object(env) is None, 60)
     wait("a keyless request served once Envoy drops the check", lambda: chat(port, model).ok, 60)
     served = time.monotonic() - off
     # And the scenario ends settled: no caller told to send a key (AUTH_REMOVAL_BOUND after the
@@ -181,3 +173,115 @@ def caller_auth(env: Env, r: Report) -> None:
         f"no key asked for after {time.monotonic() - off:.0f} s"
     )
     assert true(env.gateway(), "GatewayReady"), condition(env.gateway(), "GatewayReady")
+
+
+SECURITY_POLICY_API = "gateway.envoyproxy.io/v1alpha1"
+
+
+def _told(xr: dict[str, Any] | None, path: str) -> dict[str, Any]:
+    """The callerAuth an XR publishes: a gateway's at status.gateway, a route's at status."""
+    status = (xr or {}).get("status") or {}
+    return ((status.get("gateway") or {}) if path == "gateway" else status).get("callerAuth") or {}
+
+
+def _policy_object(env: Env) -> dict[str, Any] | None:
+    """The gateway's SecurityPolicy Object, by the name the function gives it."""
+    name = naming.unique_name(GATEWAY[1], "security-policy", identity=("InferenceGateway",))
+    return env.objects(GATEWAY[0]).get(name)
+
+
+def auth_removal_stuck(env: Env, r: Report) -> None:
+    """Caller auth turned off with provider-kubernetes hung from before the hold ends: Crossplane
+    deletes the SecurityPolicy's Object, its finalizer holds it, the policy stays and Envoy goes on
+    checking keys. Callers must be told to send one until the policy is gone and Envoy has dropped
+    the check: the prober sends requests as the routes say (keyless once no key is asked for) and
+    counts every refused one against RoutingReady. Before the Object was required by name, the
+    gateway stopped asking for a key AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND after auth went off,
+    whatever was still there (found in review)."""
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "client-keys", "namespace": GATEWAY[0]},
+            "stringData": {"team-a": "client-key-1"},
+        }
+    )
+    env.keys = {"authorization": "client-key-1"}
+    _set_auth(env, {"secretRefs": [{"name": "client-keys"}]})
+    wait(
+        "the route telling its callers to send a key, its gateway Available",
+        lambda: (
+            _told(env.route(), "route").get("required") is True
+            and not _told(env.route(), "route").get("removedAt")
+            and condition(env.gateway(), "GatewayReady").get("reason") == "Available"
+        ),
+        120,
+    )
+    r.fault = True
+    port, model = env.plane.gateway_port(GATEWAY[0], GATEWAY[1]), route_doc()["spec"]["model"]
+    provider = env.sup.find("provider-kubernetes")
+    policy_object = _policy_object(env)
+    assert policy_object is not None, "no SecurityPolicy Object with caller auth on"
+    # Every other Object, by its UID: turning auth off takes the policy's only.
+    before = {
+        (ns, name): o["metadata"]["uid"]
+        for ns in (GATEWAY[0], ROUTE[0])
+        for name, o in env.objects(ns).items()
+        if name != policy_object["metadata"]["name"]
+    }
+    _set_auth(env, None)
+    off = time.monotonic()
+    # Hung before the hold ends, so nothing deletes the policy once its Object is deleted.
+    time.sleep(AUTH_REMOVAL_HOLD.total_seconds() - 5)
+    env.sup.hang(provider)
+    try:
+        try:
+            deleting = wait(
+                "Crossplane deleting the SecurityPolicy's Object, its finalizer holding it",
+                lambda: (o := _policy_object(env)) and o["metadata"].get("deletionTimestamp") and o,
+                30,
+            )
+        except TimeoutError as e:
+            found = _policy_object(env)
+            raise TimeoutError(f"{e}; the Object: {found and found['metadata']}") from None
+        # Well past where the gateway used to stop asking for a key.
+        past = (AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND).total_seconds() + 10
+        time.sleep(max(0.0, past - (time.monotonic() - off)))
+        assert env.kube.list(SECURITY_POLICY_API, "SecurityPolicy", GATEWAY[0]), "the policy went"
+        refused = chat(port, model).status
+        assert refused == 401, f"a keyless request answered {refused} while the policy is there"
+        gateway_told = _told(env.gateway(), "gateway")
+        assert gateway_told.get("header") == "authorization", gateway_told
+        assert gateway_told.get("policyDeleting") is True, gateway_told
+        assert _told(env.route(), "route").get("required") is True, _told(env.route(), "route")
+        stuck = time.monotonic() - off
+    finally:
+        env.sup.resume(provider)
+    resumed = time.time()
+    wait("the SecurityPolicy's Object gone", lambda: _policy_object(env) is None, 60)
+    gone = time.monotonic() - off
+    wait("a keyless request served once Envoy drops the check", lambda: chat(port, model).ok, 60)
+    served = time.monotonic() - off
+    wait(
+        "callers no longer told to send a key",
+        lambda: not _told(env.gateway(), "gateway") and _told(env.route(), "route").get("required") is False,
+        90,
+    )
+    untold = time.monotonic() - off
+    assert untold > served, (
+        f"callers were told no key is needed ({untold:.0f} s) before Envoy stopped checking"
+    )
+    # The truth after provider-kubernetes' return: no key needed, and callers told so.
+    r.recovery = time.time() - resumed
+    after = {
+        (ns, n): o["metadata"]["uid"] for ns in (GATEWAY[0], ROUTE[0]) for n, o in env.objects(ns).items()
+    }
+    lost = sorted(k for k, uid in before.items() if after.get(k) != uid)
+    r.lost = len(lost)
+    assert not lost, f"Objects lost or re-created: {lost}"
+    r.notes.append(
+        f"auth turned off, provider-kubernetes hung from {AUTH_REMOVAL_HOLD.total_seconds() - 5:.0f} s: "
+        f"the Object deleted at {deleting['metadata']['deletionTimestamp']} and held; at {stuck:.0f} s the "
+        f"policy still there, keyless refused, callers still told to send a key (policyDeleting); resumed: "
+        f"the Object gone at {gone:.0f} s, keyless served at {served:.0f} s, no key asked for at {untold:.0f} s"
+    )
