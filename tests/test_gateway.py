@@ -1974,6 +1974,13 @@ class DeletionCase:
 
 DELETION_CASES = [
     DeletionCase(
+        "exactly at the hold's end, its Object still there: the policy has left, told and remembered",
+        AUTH_REMOVAL_HOLD.total_seconds(),
+        there=True,
+        memory={"policyDeleting": True},
+        next_call=AUTH_REMOVAL_RECHECK.total_seconds(),
+    ),
+    DeletionCase(
         "26 s after, its Object still there (provider-kubernetes down): told, remembered, looked at again",
         26,
         there=True,
@@ -2054,7 +2061,8 @@ def test_callers_are_told_to_send_a_key_while_the_policys_deletion_is_not_done(c
     rsp = compose(xr, GATEWAY_INPUT, observed_state("ready"), required, now=CLOCK)
     # Asked for by name, in the XR's namespace, on every call while callers are told.
     want = rsp.requirements[POLICY_OBJECT_REQUIREMENT]
-    assert (want.kind, want.name, want.namespace) == (
+    assert (want.api_version, want.kind, want.name, want.namespace) == (
+        "kubernetes.m.crossplane.io/v1alpha1",
         "Object",
         unique_name("inference", "security-policy", identity=("InferenceGateway",)),
         "platform",
