@@ -67,6 +67,34 @@ def list_at(obj: Mapping[str, Any] | None, *path: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def controlled_by(obj: Mapping[str, Any], api_version: str, kind: str, name: str) -> bool:
+    """Whether the object's controller is the XR of exactly this apiVersion, kind and name: routes
+    trust a serving record only so (function/serving_record.py), a gateway an Object it requires.
+
+    The apiVersion exactly: one in the group with a version the API server does
+    not serve is never resolved by Kubernetes' garbage collector (it retries
+    the mapping forever), so a forged reference to it would last. Crossplane
+    writes the XR's apiVersion as it reads it, the version `gatewayType` names
+    (an XRD that makes another version referenceable makes routes read the
+    InferenceGateway instead, until `gatewayType` follows). The UID is not
+    compared (the route does not read its gateway to know it): a reference to
+    an XR that does not exist, or to one with another UID, is deleted with its
+    object by the garbage collector, seconds later.
+    """
+    metadata = obj.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    if not isinstance(owners, list):
+        return False
+    return any(
+        isinstance(owner, Mapping)
+        and owner.get("controller") is True
+        and owner.get("apiVersion") == api_version
+        and owner.get("kind") == kind
+        and owner.get("name") == name
+        for owner in owners
+    )
+
+
 def being_deleted(obj: Mapping[str, Any] | None) -> bool:
     """Whether the object carries a deletionTimestamp."""
     return get_path(obj, "metadata", "deletionTimestamp") is not None

@@ -16,7 +16,7 @@ function's desired state, where a condition or `status.serving` can come back
 from Crossplane's cache (crossplane/crossplane#7062, issue #32).
 
 It is trusted only when its controller is the InferenceGateway the route
-names, at the apiVersion the route's Input names (`controlled_by`): a record
+names, at the apiVersion the route's Input names (`readiness.controlled_by`): a record
 says which Gateway a route attaches to, and anyone who may write ConfigMaps
 in the gateway's namespace can write one of this name (before the gateway
 exists, say), pointing routes at a Gateway without caller auth. Crossplane
@@ -61,33 +61,6 @@ def build(
             _REASON: reason,
         },
     }
-
-
-def controlled_by(record: Mapping[str, Any], api_version: str, kind: str, name: str) -> bool:
-    """Whether the record's controller is the XR of exactly this apiVersion, kind and name.
-
-    The apiVersion exactly: one in the group with a version the API server does
-    not serve is never resolved by Kubernetes' garbage collector (it retries
-    the mapping forever), so a forged reference to it would last. Crossplane
-    writes the XR's apiVersion as it reads it, the version `gatewayType` names
-    (an XRD that makes another version referenceable makes routes read the
-    InferenceGateway instead, until `gatewayType` follows). The UID is not
-    compared (the route does not read its gateway to know it): a reference to
-    an InferenceGateway that does not exist, or to one with another UID, is
-    deleted with its ConfigMap by the garbage collector, seconds later.
-    """
-    metadata = record.get("metadata")
-    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
-    if not isinstance(owners, list):
-        return False
-    return any(
-        isinstance(owner, Mapping)
-        and owner.get("controller") is True
-        and owner.get("apiVersion") == api_version
-        and owner.get("kind") == kind
-        and owner.get("name") == name
-        for owner in owners
-    )
 
 
 def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -48,6 +48,7 @@ from tests.support import (
     applied,
     by_resource_name,
     compose,
+    controller_reference,
     load_yaml,
     make_request,
     refused,
@@ -1870,15 +1871,15 @@ AUTH_REMOVAL_CASES = [
         True,
     ),
     (
-        "26 s after: the policy goes, callers still told while its deletion reaches Envoy",
+        "26 s after: the policy goes, its Object found gone, callers still told while its deletion reaches Envoy",
         {"header": "authorization", "removedAt": 26},
         26,
         True,
         False,
     ),
     (
-        "41 s after: Envoy has dropped the check, nothing told, nothing kept",
-        {"header": "authorization", "removedAt": 41},
+        "41 s after, its Object found gone 15 s before: Envoy has dropped the check, nothing told, nothing kept",
+        {"header": "authorization", "removedAt": 41, "policyGoneAt": 15},
         41,
         False,
         False,
@@ -1927,8 +1928,9 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     xr = copy.deepcopy(XR)
     if previous is not None:
         published = dict(previous)
-        if "removedAt" in published:
-            published["removedAt"] = _stamp(published["removedAt"])
+        for stamp in ("removedAt", "policyGoneAt"):
+            if stamp in published:
+                published[stamp] = _stamp(published[stamp])
         xr["status"] = {"gateway": {"callerAuth": published}}
     observed = _policy_accepted_ago(600)
     # Its Object, once it has left the desired state, gone at once (as provider-kubernetes deletes it).
@@ -1948,11 +1950,12 @@ def test_auth_turned_off_keeps_keys_checked_until_routes_know_and_callers_told_u
     header = previous.get("header") if previous else None
     assert got["header"] == (header if isinstance(header, str) else "authorization"), name
     assert (CLOCK - datetime.fromisoformat(got["removedAt"])).total_seconds() == ago, name
-    # Called again a second after the policy is due to go, then after callers stop being told.
-    due = AUTH_REMOVAL_HOLD if kept else AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND
+    # Called again a second after the policy is due to go, then after callers stop being told
+    # (AUTH_REMOVAL_BOUND after this call found its Object gone).
+    due = AUTH_REMOVAL_HOLD.total_seconds() - ago if kept else AUTH_REMOVAL_BOUND.total_seconds()
     next_call = rsp.next_call()
     assert next_call is not None
-    assert next_call.total_seconds() == due.total_seconds() + 1 - ago, (name, next_call)
+    assert next_call.total_seconds() == due + 1, (name, next_call)
 
 
 @dataclass(frozen=True)
@@ -1966,6 +1969,8 @@ class DeletionCase:
     # callerAuth's memory before this call: policyDeleting, or policyGoneAt (seconds ago).
     deleting: bool = False
     gone_ago: float | None = None
+    # The controller of the Object fetched: this XR, or another of that name elsewhere.
+    owner: str = "inference"
     # Then: told to send a key, with this memory, called again in (seconds).
     told: bool = True
     memory: dict[str, Any] = field(default_factory=dict)
@@ -2035,9 +2040,18 @@ DELETION_CASES = [
         next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
     ),
     DeletionCase(
-        "never seen there past the hold, gone now: counted from the hold's end, as before",
+        "no memory of it past the hold (a status write refused, or from before), gone now: 15 s from now",
         41,
         there=False,
+        memory={"policyGoneAt": 0},
+        next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
+    ),
+    DeletionCase(
+        "an Object of that name another XR controls is not this gateway's policy: counted gone",
+        600,
+        there=True,
+        owner="another",
+        gone_ago=15,
         told=False,
     ),
 ]
@@ -2055,10 +2069,11 @@ def test_callers_are_told_to_send_a_key_while_the_policys_deletion_is_not_done(c
     if case.gone_ago is not None:
         told["policyGoneAt"] = _stamp(case.gone_ago)
     xr["status"] = {"gateway": {"callerAuth": told}}
-    required = (
-        {} if case.there is None else {POLICY_OBJECT_REQUIREMENT: [{"kind": "Object"}] if case.there else []}
-    )
-    rsp = compose(xr, GATEWAY_INPUT, observed_state("ready"), required, now=CLOCK)
+    controller = controller_reference(XR) | {"name": case.owner}
+    fetched = [{"kind": "Object", "metadata": {"ownerReferences": [controller]}}] if case.there else []
+    required = {} if case.there is None else {POLICY_OBJECT_REQUIREMENT: fetched}
+    observed = _policy_accepted_ago(600)
+    rsp = compose(xr, GATEWAY_INPUT, observed, required, now=CLOCK)
     # Asked for by name, in the XR's namespace, on every call while callers are told.
     want = rsp.requirements[POLICY_OBJECT_REQUIREMENT]
     assert (want.api_version, want.kind, want.name, want.namespace) == (
@@ -2083,27 +2098,79 @@ def test_callers_are_told_to_send_a_key_while_the_policys_deletion_is_not_done(c
     assert next_call.total_seconds() == case.next_call
 
 
-def test_the_policys_object_is_required_only_while_callers_are_told_after_auth_was_turned_off() -> None:
-    told = {"gateway": {"callerAuth": {"header": "authorization", "removedAt": _stamp(30)}}}
+def test_the_policys_object_is_required_whenever_auth_is_off_and_auth_on_again_forgets_its_deletion() -> None:
+    stale = {"header": "x-old", "removedAt": _stamp(30), "policyDeleting": True, "policyGoneAt": _stamp(3)}
+    told = {"gateway": {"callerAuth": stale}}
     on = compose(AUTH_XR | {"status": told}, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
     never = compose(XR, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
     off = compose(XR | {"status": told}, GATEWAY_INPUT, observed_state("ready"), now=CLOCK)
-    assert (on.requirements, never.requirements, list(off.requirements)) == (
-        {},
-        {},
+    assert (list(on.requirements), list(never.requirements), list(off.requirements)) == (
+        [],
+        [POLICY_OBJECT_REQUIREMENT],
         [POLICY_OBJECT_REQUIREMENT],
     )
+    # Auth on again: the header asked for now, nothing of the deletion before.
+    assert on.status["gateway"]["callerAuth"] == {"header": "authorization"}
+    assert "callerAuth" not in never.status["gateway"]
+
+
+def _our_policy_object(*, deleting: bool) -> dict[str, Any]:
+    """The gateway's SecurityPolicy Object as Crossplane fetches it by name: controlled by the XR."""
+    obj = copy.deepcopy(_policy_accepted_ago(600)[SECURITY_POLICY])
+    obj["metadata"] = {"ownerReferences": [controller_reference(XR)]}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-12-05T06:00:00Z"
+    return obj
+
+
+def test_a_status_that_lost_caller_auth_while_its_policy_is_being_deleted_tells_the_header_again() -> None:
+    """Past the hold the policy is no longer observed: read from its Object, fetched by name. Told from
+    now, as a status that lost it while the policy was observed is (Envoy still checks keys)."""
+    observed = observed_state("ready")
+    required = {POLICY_OBJECT_REQUIREMENT: [_our_policy_object(deleting=True)]}
+    got = compose(XR, GATEWAY_INPUT, observed, required, now=CLOCK).status["gateway"].get("callerAuth")
+    assert got == {"header": "authorization", "removedAt": _stamp(0)}
+    gone = compose(XR, GATEWAY_INPUT, observed, {POLICY_OBJECT_REQUIREMENT: []}, now=CLOCK)
+    assert "callerAuth" not in gone.status["gateway"]
+
+
+def test_callers_are_told_from_auth_off_until_15_s_after_a_call_found_the_policys_object_gone() -> None:
+    """Call after call, each status fed back, on a clock with fractions of a second (stamps are
+    whole seconds): never untold while the Object is there, nor within 15 s of the call that found
+    it gone."""
+    start = datetime(2026, 12, 5, 12, 0, 0, 400000, tzinfo=UTC)
+    xr = copy.deepcopy(XR) | {"status": {"gateway": {"callerAuth": {"header": "authorization"}}}}
+    there = {POLICY_OBJECT_REQUIREMENT: [_our_policy_object(deleting=False)]}
+    deleting = {POLICY_OBJECT_REQUIREMENT: [_our_policy_object(deleting=True)]}
+    gone: dict[str, list[dict[str, Any]]] = {POLICY_OBJECT_REQUIREMENT: []}
+    # (seconds after auth was turned off, the Object as fetched, told after this call)
+    calls = [
+        (0.0, there, True),
+        (24.9, there, True),
+        (25.0, {}, True),  # a reconcile's first call, before Crossplane has fetched it
+        (25.1, deleting, True),
+        (60.0, deleting, True),
+        (60.7, gone, True),  # found gone at 12:01:01.1, stamped up to 12:01:02
+        (75.7, gone, True),  # 15 s after it: still told, the stamp's second not cut
+        (76.5, gone, True),
+        (76.7, gone, False),  # 12:01:17.1: 15 s after the stamp
+    ]
+    for after, required, told in calls:
+        observed = (
+            _policy_accepted_ago(600)
+            if after < AUTH_REMOVAL_HOLD.total_seconds()
+            else observed_state("ready")
+        )
+        rsp = compose(xr, GATEWAY_INPUT, observed, required, now=start + timedelta(seconds=after))
+        got = rsp.status["gateway"].get("callerAuth")
+        assert (got is not None) is told, (after, got)
+        xr["status"] = {"gateway": rsp.status["gateway"]}
 
 
 NOTHING_TO_TELL_CASES = [
     # (name, callerAuth published before, the policy Object: None, "there" or "deleting")
     ("auth never on and no policy: nothing told", None, None),
     ("a header that is no string and no policy: nothing told", {"header": 7}, None),
-    (
-        "a status that lost callerAuth while its policy is being deleted: the hold has passed, nothing told",
-        None,
-        "deleting",
-    ),
     (
         "a status that lost callerAuth while its policy's target is gone: nothing checks keys, nothing told",
         None,
@@ -2124,13 +2191,11 @@ def test_with_auth_off_callers_are_told_nothing_where_no_policy_makes_envoy_chec
     observed = _policy_accepted_ago(600)
     if policy is None:
         del observed[SECURITY_POLICY]
-    elif policy == "deleting":
-        observed[SECURITY_POLICY]["metadata"]["deletionTimestamp"] = "2026-12-05T06:00:00Z"
     else:
         observed[SECURITY_POLICY]["status"]["conditions"] = [
             {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
         ]
-    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
+    rsp = compose(xr, GATEWAY_INPUT, observed, {POLICY_OBJECT_REQUIREMENT: []}, now=CLOCK)
     assert "callerAuth" not in rsp.status["gateway"], name
     assert SECURITY_POLICY not in rsp.resources, name
     assert set(rsp.resources) == ALL_NAMES, name
@@ -2248,9 +2313,10 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
     def at(after: timedelta) -> GatewayPlan:
         return dataclasses.replace(plan(), now=stamp + after)
 
-    # Its Object gone within the hold, as provider-kubernetes deletes it.
-    assert caller_auth(at(told_for), previous, None, False) is None
-    assert caller_auth(at(told_for - timedelta(seconds=1)), previous, None, False) == previous
+    # Its Object found gone at the hold's end, as provider-kubernetes deletes it.
+    gone = previous | {"policyGoneAt": "2026-12-04T15:00:25Z"}
+    assert caller_auth(at(told_for), gone, None, []) is None
+    assert caller_auth(at(told_for - timedelta(seconds=1)), gone, None, []) == gone
     accepted = _policy_accepted_ago(600)[SECURITY_POLICY]
     assert auth_policy_held(at(AUTH_REMOVAL_HOLD - timedelta(seconds=1)), {"callerAuth": previous}, accepted)
     assert not auth_policy_held(at(AUTH_REMOVAL_HOLD), {"callerAuth": previous}, accepted)

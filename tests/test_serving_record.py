@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from function import serving_record
+from function import readiness
 from tests.support import EXAMPLES, controller_reference, load_yaml
 
 GATEWAY = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "inference-gateway.yaml")[0]
@@ -72,6 +72,5 @@ def test_a_record_is_trusted_only_when_its_controller_is_the_named_gateway(
     record: dict[str, Any], trusted: bool
 ) -> None:
     assert (
-        serving_record.controlled_by(record, "ai.example.org/v1alpha1", "InferenceGateway", "inference")
-        is trusted
+        readiness.controlled_by(record, "ai.example.org/v1alpha1", "InferenceGateway", "inference") is trusted
     )

@@ -175,17 +175,16 @@ def removed_by_spec(name: str, *, policy_held: bool) -> bool:
     return name in (ENVOY_SERVICE, HTTPS_REDIRECT)
 
 
-# The SecurityPolicy's Object, required by name while callers are still told to
-# send a key after auth was turned off (verdict.caller_auth).
+# The SecurityPolicy's Object, required by name while auth is off (verdict.caller_auth).
 POLICY_OBJECT_REQUIREMENT = "security-policy-object"
 
 
-def policy_object_requirements(plan: GatewayPlan, previous_auth: Any) -> dict[str, Requirement]:
-    """The SecurityPolicy's Object, while auth is off and callers are still told a header: once it
-    leaves the desired state Crossplane no longer observes it, and Envoy checks keys until it is
-    gone. Decided from the XR alone, so every call of a reconcile asks the same."""
-    told = isinstance(previous_auth, Mapping) and isinstance(previous_auth.get("header"), str)
-    if plan.spec.auth.api_keys is not None or not told:
+def policy_object_requirements(plan: GatewayPlan) -> dict[str, Requirement]:
+    """The SecurityPolicy's Object, while auth is off: once it leaves the desired state Crossplane
+    no longer observes it, and Envoy checks keys until it is gone (a status that lost callerAuth
+    meanwhile is told the header again from it). Decided from the spec alone, so every call of a
+    reconcile asks the same."""
+    if plan.spec.auth.api_keys is not None:
         return {}
     return {
         POLICY_OBJECT_REQUIREMENT: Requirement(
@@ -195,6 +194,22 @@ def policy_object_requirements(plan: GatewayPlan, previous_auth: Any) -> dict[st
             namespace=plan.xr_namespace,
         )
     }
+
+
+def _policy_objects(
+    xr: Mapping[str, Any], required: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[Mapping[str, Any]] | None:
+    """The SecurityPolicy's Object as Crossplane fetched it for this call, if this XR controls it (one
+    of that name composed by another would keep callers told a header for good); None where it has
+    not fetched it yet."""
+    if POLICY_OBJECT_REQUIREMENT not in required:
+        return None
+    api_version, kind, name = xr.get("apiVersion"), xr.get("kind"), readiness.get_path(xr, "metadata", "name")
+    return [
+        o
+        for o in required[POLICY_OBJECT_REQUIREMENT]
+        if readiness.controlled_by(o, str(api_version), str(kind), str(name))
+    ]
 
 
 def compose(
@@ -224,18 +239,13 @@ def compose(
     previous = previous if isinstance(previous, str) else None
     composed = build_objects(plan)
     verdict = derive_verdict(plan, observed, composed, previous)
-    previous_auth = readiness.get_path(xr, "status", "gateway", "callerAuth")
-    wanted = policy_object_requirements(plan, previous_auth)
-    required = required or {}
+    wanted = policy_object_requirements(plan)
     status = published_status(
         plan,
         observed,
         settle(plan, verdict, observed.get(OBSERVER), previous),
-        previous_auth,
-        # Not fetched for this call (its first, before Crossplane has): still there.
-        bool(required[POLICY_OBJECT_REQUIREMENT])
-        if POLICY_OBJECT_REQUIREMENT in required and wanted
-        else None,
+        readiness.get_path(xr, "status", "gateway", "callerAuth"),
+        _policy_objects(xr, required or {}) if wanted else None,
     )
     outcome = Outcome(
         resources=composed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -278,9 +278,10 @@ def auth_loaded_in(
 
 
 def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
-    """The header a SecurityPolicy Object still there makes Envoy check. None for one being
-    deleted: that is the hold already passed, not a status that lost it."""
-    if policy is None or readiness.target_gone(policy) or readiness.being_deleted(policy):
+    """The header a SecurityPolicy Object still there makes Envoy check, even one being deleted:
+    while it is, callers are told to send a key (so a status that lost callerAuth then is told it
+    again), and no status the function writes loses it before the Object is gone."""
+    if policy is None or readiness.target_gone(policy):
         return None
     # The target as observed (what Envoy Gateway has), else as the Object asks for it.
     desired = readiness.get_path(policy, "spec", "forProvider", "manifest")
@@ -296,22 +297,29 @@ def _stamp(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _stamp_up(when: datetime) -> str:
+    """A whole-second stamp never earlier than `when`: a bound counted from it is never cut short."""
+    whole = when.replace(microsecond=0)
+    return _stamp(whole if whole == when else whole + timedelta(seconds=1))
+
+
 def caller_auth(
     plan: GatewayPlan,
     previous: Any,
     policy: Mapping[str, Any] | None,
-    policy_object: bool | None,
+    policy_objects: Sequence[Mapping[str, Any]] | None,
 ) -> dict[str, Any] | None:
     """What callers are told to send (status.gateway.callerAuth): the header, while a key is needed,
     and after auth is turned off (`removedAt`, first published then) for AUTH_REMOVAL_HOLD, while the
-    SecurityPolicy is kept, then while its Object is still there (`policy_object`: True, or None
-    where Crossplane has not fetched it for this call), and AUTH_REMOVAL_BOUND after the call that
-    found it gone, while its deletion reaches Envoy. A key sent where none is needed is still served;
-    one missing where Envoy checks is refused.
+    SecurityPolicy is kept, then while its Object is still there (`policy_objects`, this gateway's
+    Object of that name as Crossplane fetched it for this call; None where it has not), and
+    AUTH_REMOVAL_BOUND after the call that found it gone, while its deletion reaches Envoy. A key
+    sent where none is needed is still served; one missing where Envoy checks is refused.
 
-    A status that lost what it published (restored without it, written over) while the `policy`
-    Object is still there counts as auth turned off now: read from the policy, the header is told
-    and the policy held as if the spec had just changed, not dropped at once while Envoy checks."""
+    A status that lost what it published (restored without it, written over) while the policy's
+    Object is still there (`policy` observed, or being deleted) counts as auth turned off now: read
+    from the policy, the header is told and the policy held as if the spec had just changed, not
+    dropped at once while Envoy checks."""
     auth = plan.spec.auth.api_keys
     if auth is not None:
         return {"header": auth.header}
@@ -320,7 +328,8 @@ def caller_auth(
         since = readiness.timestamp(previous.get("removedAt"))
     else:
         # Whatever stamp sits beside a header that is gone is not ours to trust: from now.
-        header, since = _policy_header(policy), None
+        found = (_policy_header(p) for p in (policy, *(policy_objects or ())))
+        header, since = next((h for h in found if h is not None), None), None
         if header is None:
             return None
     if since is None or since > plan.now:
@@ -328,14 +337,12 @@ def caller_auth(
     told: dict[str, Any] = {"header": header, "removedAt": _stamp(since)}
     if plan.now - since < AUTH_REMOVAL_HOLD:
         return told
-    # Past the hold the policy has left the desired state.
-    if policy_object is not False:
+    # Past the hold the policy has left the desired state: told while its Object is there, or not
+    # fetched for this call (a reconcile's first call; Crossplane answers with the last).
+    if policy_objects is None or policy_objects:
         return told | {POLICY_DELETING: True}
     gone_at = _policy_gone_at(plan, previous)
-    if gone_at is None:
-        # Never seen there past the hold: gone within it, counted from the hold's end.
-        return told if plan.now - since < AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND else None
-    return told | {POLICY_GONE_AT: _stamp(gone_at)} if plan.now - gone_at < AUTH_REMOVAL_BOUND else None
+    return told | {POLICY_GONE_AT: _stamp_up(gone_at)} if plan.now - gone_at < AUTH_REMOVAL_BOUND else None
 
 
 def for_routes(gateway: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,15 +357,16 @@ def for_routes(gateway: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _policy_gone_at(plan: GatewayPlan, previous: Mapping[str, Any]) -> datetime | None:
-    """When a call first found the policy's Object gone after it was seen there past the hold: this
-    call if the one before still saw it, else as published; None if it was never seen there.
-    `previous` is the callerAuth published before (past the hold, the header came from it)."""
-    if previous.get(POLICY_DELETING) is True:
-        return plan.now
+def _policy_gone_at(plan: GatewayPlan, previous: Mapping[str, Any]) -> datetime:
+    """When a call first found the policy's Object gone past the hold: as published, else this call
+    (the one before still saw it, or left no memory of it: its status write refused, or written
+    before the Object was required). `previous` is the callerAuth published before (past the hold,
+    the header came from it)."""
     gone_at = readiness.timestamp(previous.get(POLICY_GONE_AT))
+    if previous.get(POLICY_DELETING) is True or gone_at is None:
+        return plan.now
     # A stamp ahead of our clock counts from now: told longer, never shorter.
-    return min(gone_at, plan.now) if gone_at is not None else None
+    return min(gone_at, plan.now)
 
 
 def _removed_at(plan: GatewayPlan, published: Mapping[str, Any]) -> datetime | None:
@@ -444,7 +452,7 @@ def published_status(
     observed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None,
     previous_auth: Any,
-    policy_object: bool | None,
+    policy_objects: Sequence[Mapping[str, Any]] | None,
 ) -> dict[str, Any]:
     """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
     gateway: dict[str, Any] = {
@@ -455,7 +463,7 @@ def published_status(
         "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
     # Routes tell their callers that a key is needed, and in which header.
-    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY), policy_object)
+    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY), policy_objects)
     if auth is not None:
         gateway["callerAuth"] = auth
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")

@@ -105,7 +105,7 @@ def _trusted_record(
     Only once Crossplane has fetched the record (SERVING_REQUIREMENT in required).
     """
     for record in required[SERVING_REQUIREMENT]:
-        if serving_record.controlled_by(record, ref.api_version, ref.kind, ref.name):
+        if readiness.controlled_by(record, ref.api_version, ref.kind, ref.name):
             return record
     return None
 
@@ -125,7 +125,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
         return _view(gw, where)
     # No record: a gateway an older version composed (until its next
     # reconcile), or no gateway at all; or a record its gateway did not write,
-    # never trusted (serving_record.controlled_by). Read the InferenceGateway itself.
+    # never trusted (readiness.controlled_by). Read the InferenceGateway itself.
     if GATEWAY_REQUIREMENT not in required:
         return GatewayView(None, None, f"waiting for Crossplane to fetch {where}")
     items = required[GATEWAY_REQUIREMENT]

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from function import naming, serving_record
+from function import naming, readiness, serving_record
 from function import route as composer
 from function.api import Input, ModelRouteSpec
 from function.objects import Target
@@ -82,7 +82,7 @@ def model_route(env: Env, r: Report) -> None:
     name = serving_record.record_name(GATEWAY[1])
     record = env.kube.get("v1", "ConfigMap", name, GATEWAY[0])
     assert record is not None, f"no serving record {GATEWAY[0]}/{name}"
-    assert serving_record.controlled_by(record, XR_API, "InferenceGateway", GATEWAY[1]), (
+    assert readiness.controlled_by(record, XR_API, "InferenceGateway", GATEWAY[1]), (
         f"the serving record's owners are {record['metadata'].get('ownerReferences')}"
     )
     r.notes.append(f"{len(accepted)} route and backend objects Accepted by Envoy AI Gateway")
