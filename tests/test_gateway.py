@@ -2017,6 +2017,15 @@ DELETION_CASES = [
         next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
     ),
     DeletionCase(
+        "seen there on the call before, gone now, beside a gone stamp restored from before: 15 s from now",
+        600,
+        there=False,
+        deleting=True,
+        gone_ago=14,
+        memory={"policyGoneAt": 0},
+        next_call=AUTH_REMOVAL_BOUND.total_seconds() + 1,
+    ),
+    DeletionCase(
         "found gone 14 s ago: still told",
         600,
         there=False,

@@ -245,7 +245,7 @@ def compose(
         observed,
         settle(plan, verdict, observed.get(OBSERVER), previous),
         readiness.get_path(xr, "status", "gateway", "callerAuth"),
-        _policy_objects(xr, required or {}) if wanted else None,
+        _policy_objects(xr, required or {}),
     )
     outcome = Outcome(
         resources=composed
