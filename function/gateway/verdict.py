@@ -46,8 +46,9 @@ AUTH_REMOVAL_HOLD = timedelta(seconds=25)
 # from the observed resources once it leaves the desired state, so it is
 # required by name), and for this long after the call that found it gone (the
 # fresh-clone CI of e1479f1 counted 401s 5 s after the policy went, while the
-# status said no key was needed). A status from before the Object was required
-# counts from the hold's end.
+# status said no key was needed). A status with no memory of the Object past
+# the hold (written before it was required, or a write refused) counts from
+# the call that finds it gone.
 AUTH_REMOVAL_BOUND = timedelta(seconds=15)
 # While the Object is still there after the hold: asked again this often,
 # where Crossplane does not watch what a function requires (before v2.4).
