@@ -26,7 +26,7 @@ empty :=
 space := $(empty) $(empty)
 extras = $(if $(filter yes,$(INSTALL_EXTRAS)),$(BIN)/python -m pip install --quiet -e '.[$(subst $(space),$(comma),$(strip $(1)))]',@true)
 
-.PHONY: run test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale scale-curve faults traffic release-refs mutation image image-arm64 release-check workflows release
+.PHONY: run venv test lint typecheck unit schemas validate crd-check render-examples crds bench load e2e simulate clean conformance packages crossplane-cli integration integration-oldest scale scale-curve faults traffic release-refs mutation image image-arm64 release-check workflows release
 
 # Every upstream version, in the one pin file the harness and the kind suite
 # read too; `make crds` (online machines only) downloads the CRDs at these tags.
@@ -44,6 +44,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# The venv alone: `.ci/run` makes it before it starts any stage beside another.
+venv: $(STAMP)
 
 # exec: the server itself receives the signal make forwards on `kill`, and
 # stops gracefully (in-flight requests finish) instead of being orphaned.
