@@ -2278,6 +2278,8 @@ def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_say
     verdict = said(rsp, "GatewayReady")
     assert (verdict.ready, verdict.reason) == (False, GatewayReason.AUTH_NOT_ACCEPTED)
     assert "not deleted yet (caller auth was turned off)" in verdict.message
+    # Remembered, for when it has left the desired state and is observed no more.
+    assert rsp.status["gateway"]["callerAuth"].get("policyRefused") is True
     # Its target deleted (the Object not yet): nothing answers 500, nothing is kept.
     observed[SECURITY_POLICY]["status"]["conditions"] = [
         {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
@@ -2288,6 +2290,121 @@ def test_auth_turned_off_while_envoy_gateway_refused_its_policy_keeps_it_and_say
     # Once the Object is gone too, nothing holds the gateway.
     del observed[SECURITY_POLICY]
     assert said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady").ready
+
+
+@dataclass(frozen=True)
+class RefusedRemovalCase:
+    """Auth turned off 600 s before (the policy left the desired state long ago); its Object as
+    Crossplane fetched it by name, and what callerAuth remembered of it."""
+
+    name: str
+    # Fetched: "refused" or "accepted" (its deletion not done), "gone"; None: not fetched this call.
+    there: str | None
+    # callerAuth's memory before this call.
+    memory: dict[str, Any]
+    # Then: GatewayReady's reason, and what callerAuth remembers of the refusal.
+    reason: GatewayReason
+    remembered: bool
+
+
+_STUCK = {"policyDeleting": True}
+REFUSED_REMOVAL_CASES = [
+    RefusedRemovalCase(
+        "its refused Object still there (provider-kubernetes down): Envoy answers 500, AuthNotAccepted",
+        "refused",
+        _STUCK,
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        remembered=True,
+    ),
+    RefusedRemovalCase(
+        "its accepted Object still there: keys checked and callers told to send one, the gateway serves",
+        "accepted",
+        _STUCK,
+        GatewayReason.AVAILABLE,
+        remembered=False,
+    ),
+    RefusedRemovalCase(
+        "refused when last seen, not fetched for this call (its first): still AuthNotAccepted",
+        None,
+        _STUCK | {"policyRefused": True},
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        remembered=True,
+    ),
+    RefusedRemovalCase(
+        "refused when last seen, its target deleted and its Object not yet: still AuthNotAccepted",
+        "target gone",
+        _STUCK | {"policyRefused": True},
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        remembered=True,
+    ),
+    RefusedRemovalCase(
+        "refused when last seen, found gone now: AuthNotAccepted while its deletion reaches Envoy",
+        "gone",
+        _STUCK | {"policyRefused": True},
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        remembered=True,
+    ),
+    RefusedRemovalCase(
+        "refused when last seen, found gone 14 s ago: still AuthNotAccepted",
+        "gone",
+        {"policyGoneAt": 14, "policyRefused": True},
+        GatewayReason.AUTH_NOT_ACCEPTED,
+        remembered=True,
+    ),
+    RefusedRemovalCase(
+        "refused when last seen, found gone 15 s ago: Envoy has its deletion, the gateway serves",
+        "gone",
+        {"policyGoneAt": 15, "policyRefused": True},
+        GatewayReason.AVAILABLE,
+        remembered=False,
+    ),
+    RefusedRemovalCase(
+        "accepted again before it went: not held once gone",
+        "gone",
+        _STUCK,
+        GatewayReason.AVAILABLE,
+        remembered=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REFUSED_REMOVAL_CASES, ids=[c.name for c in REFUSED_REMOVAL_CASES])
+def test_a_refused_policy_holds_the_gateway_until_its_deletion_reaches_envoy(
+    case: RefusedRemovalCase,
+) -> None:
+    """Found in review: once the policy of auth turned off left the desired state, Crossplane no
+    longer observed it, and GatewayReady said True while a refused policy, its deletion not done or
+    not yet pushed, still made Envoy answer every request 500."""
+    xr = copy.deepcopy(XR)
+    told: dict[str, Any] = {"header": "authorization", "removedAt": _stamp(600)}
+    told |= {k: (_stamp(v) if k == "policyGoneAt" else v) for k, v in case.memory.items()}
+    xr["status"] = {"gateway": {"callerAuth": told}}
+    fetched = []
+    if case.there in {"refused", "accepted", "target gone"}:
+        policy = _policy_accepted_ago(600, status="True" if case.there == "accepted" else "False")
+        obj = policy[SECURITY_POLICY]
+        obj["metadata"]["ownerReferences"] = [controller_reference(XR)]
+        obj["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "Deleting"}]
+        if case.there == "target gone":
+            obj["status"]["conditions"].append(
+                {"type": "Synced", "status": "False", "message": f"observe failed: {readiness._TARGET_GONE}"}
+            )
+        fetched = [obj]
+    required = {} if case.there is None else {POLICY_OBJECT_REQUIREMENT: fetched}
+    observed = _policy_accepted_ago(600)
+    del observed[SECURITY_POLICY]  # left the desired state: Crossplane observes it no more
+    rsp = compose(xr, GATEWAY_INPUT, observed, required, now=CLOCK)
+    verdict = said(rsp, "GatewayReady")
+    assert verdict.reason == case.reason, verdict.message
+    if case.reason == GatewayReason.AUTH_NOT_ACCEPTED:
+        # Past the hold it is observed no more: said from what was fetched or remembered.
+        assert "was not Accepted when last seen and is being deleted" in verdict.message, verdict.message
+    got = rsp.status["gateway"].get("callerAuth") or {}
+    assert (got.get("policyRefused") is True) is case.remembered, got
+    # Routes read the serving record: they follow the gateway, without the memory.
+    record = rsp.resources[SERVING_RECORD]["data"]
+    assert "policyRefused" not in record["gateway"]
+    assert (record["ready"], record["reason"]) == (str(case.reason == GatewayReason.AVAILABLE), case.reason)
 
 
 def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:

@@ -1,12 +1,13 @@
 """The design in a simulated cluster: invariants at every step, each design element necessary.
 
 The simulation (tests/sim/) drives the real function over real gRPC. Every
-scenario runs with the real design and with three ablations; the real design
+scenario runs with the real design and with each ablation; the real design
 must break no invariant, and each ablation must break at least one.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -16,10 +17,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
+from function import readiness
 from function.model_check import ProbeState, judge
 from tests.sim import provider_http, scale
 from tests.sim.__main__ import grpc_function, report, run_all
-from tests.sim.control import Ablation, RunFunction
+from tests.sim.control import Ablation, ObjectState, Provider, RunFunction
 from tests.sim.scenarios import (
     LAG_BOUND_SECONDS,
     REAL,
@@ -32,6 +34,7 @@ from tests.sim.scenarios import (
     steady_cost,
 )
 from tests.sim.sweep import TIMINGS, summary, sweep
+from tests.sim.world import World
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +128,15 @@ def test_what_each_ablation_breaks(results: dict[tuple[str, str], Metrics]) -> N
     checked = results[(swapped, REAL.name)]
     assert checked.lying_seconds == 0
     assert checked.failed > 0  # the model did fail: the condition said so
+    unread = (
+        "provider-kubernetes refused reads of Deployments, then a model's server scaled to zero, "
+        "then both undone"
+    )
+    trusted = results[(unread, "(f) trust failed reads")]
+    assert trusted.lying_seconds > 60  # RoutingReady True on a read from before the server went
+    read_failed = results[(unread, REAL.name)]
+    assert read_failed.lying_seconds == 0
+    assert read_failed.failed > 0  # the model did fail: the condition said so
     withheld = results[("an Envoy upgrade rollout", "(c) withhold routes")]
     assert withheld.gc_deletions > 0
     assert any(v.startswith("invariant 3 ") for v in withheld.violations)
@@ -135,11 +147,11 @@ def test_the_report_ends_with_the_summary_and_lag_lines(
 ) -> None:
     text, violations, caught, total = report(results, steady)
     assert violations == 0
-    assert caught == total == 5
+    assert caught == total == 6
     summary, lag = text.splitlines()[-2:]
     assert summary == (
         f"scenarios {len(SCENARIOS)}, steps {sum(m.steps for m in results.values())}, "
-        "invariant violations 0, ablations caught 5 of 5"
+        "invariant violations 0, ablations caught 6 of 6"
     )
     assert lag.startswith("truth lag p50 ")
     assert f"max {max(results[(t, REAL.name)].worst_lag for t in WATCHED)} s (watches on)" in lag
@@ -242,7 +254,7 @@ def test_the_timing_sweep_breaks_nothing_and_catches_every_ablation_everywhere(c
     assert all(all(p.caught.values()) for p in points), [
         (p.constant, p.value, name) for p in points for name, got in p.caught.items() if not got
     ]
-    assert summary(points).endswith("real design violations 0, ablations caught 5 of 5 at every point")
+    assert summary(points).endswith("real design violations 0, ablations caught 6 of 6 at every point")
 
 
 # --- provider-http as modelled, read by the function ---------------------------------------------
@@ -284,6 +296,73 @@ def test_the_function_reads_the_modelled_provider_http_as_it_reads_the_real_one(
     assert got.loaded is (
         want is ProbeState.LOADED or (want is ProbeState.PROBING_FAILED and answers[0] is LISTS_LLAMA)
     )
+
+
+def _observed_workload() -> tuple[World, Provider, ObjectState]:
+    """An observe-only Object on a model server's Deployment, read once by the modelled provider."""
+    world = World()
+    world.serve_model("team-a/llama", "team-a", "vllm", "vllm.team-a.svc")
+    provider = Provider(world)
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"namespace": "team-a", "name": "vllm"},
+    }
+    provider.upsert(
+        {
+            "metadata": {"namespace": "team-a", "name": "observer"},
+            "spec": {"managementPolicies": ["Observe"], "watch": True, "forProvider": {"manifest": manifest}},
+        }
+    )
+    provider.step(set())
+    return world, provider, provider.objects[("team-a", "observer")]
+
+
+def _replicas(state: ObjectState) -> Any:
+    """spec.replicas of the Deployment as the Object's status last recorded it."""
+    return readiness.get_path(readiness.observed_manifest(state.observed()), "spec", "replicas")
+
+
+def _refused(world: World, provider: Provider) -> None:
+    """The provider loses `get` on Deployments, then the server scales to zero: its watch fires."""
+    provider.forbidden.add("Deployment")
+    world.scale_workload("team-a", "vllm", 0)
+    provider.step({("Deployment", "team-a", "vllm")})
+    world.now += 1  # the watch event is acted on a second later
+    provider.step(set())
+
+
+def test_a_refused_read_keeps_the_last_read_and_the_function_reads_it_as_a_failed_read() -> None:
+    world, provider, state = _observed_workload()
+    assert _replicas(state) == 1
+    assert readiness.read_failed(state.observed()) is None
+    _refused(world, provider)
+    assert _replicas(state) == 1  # provider-kubernetes v1.2.1: Observe returns before setAtProvider
+    assert state.ready()
+    assert readiness.read_failed(state.observed()) is not None
+
+
+def test_a_refused_read_is_retried_with_crossplane_runtimes_backoff() -> None:
+    world, provider, state = _observed_workload()
+    _refused(world, provider)
+    reads = [world.now]  # the first refused read
+    for _ in range(300):
+        world.now += 1
+        before = state.failures
+        provider.step(set())
+        if state.failures != before:
+            reads.append(world.now)
+    assert [b - a for a, b in itertools.pairwise(reads)][:8] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_a_read_allowed_again_sees_the_target_as_it_is_now() -> None:
+    world, provider, state = _observed_workload()
+    _refused(world, provider)
+    provider.forbidden.clear()
+    world.now = state.next_read
+    provider.step(set())
+    assert readiness.read_failed(state.observed()) is None
+    assert _replicas(state) == 0
 
 
 # Issue #31: the simulation's Crossplane under load, beside make scale's real curve.

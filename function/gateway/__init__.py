@@ -60,6 +60,7 @@ from function.gateway.verdict import (
     auth_loaded_in,
     auth_policy_held,
     auth_removed_in,
+    caller_auth,
     derive_verdict,
     for_routes,
     published_status,
@@ -238,15 +239,15 @@ def compose(
     previous = readiness.get_path(xr, "status", "deployment", "settledTemplate")
     previous = previous if isinstance(previous, str) else None
     composed = build_objects(plan)
-    verdict = derive_verdict(plan, observed, composed, previous)
-    wanted = policy_object_requirements(plan)
-    status = published_status(
+    told = caller_auth(
         plan,
-        observed,
-        settle(plan, verdict, observed.get(OBSERVER), previous),
         readiness.get_path(xr, "status", "gateway", "callerAuth"),
+        observed.get(SECURITY_POLICY),
         _policy_objects(xr, required or {}),
     )
+    verdict = derive_verdict(plan, observed, composed, previous, told)
+    wanted = policy_object_requirements(plan)
+    status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous), told)
     outcome = Outcome(
         resources=composed
         | {

@@ -57,6 +57,15 @@ AUTH_REMOVAL_RECHECK = timedelta(seconds=10)
 # hold, then when a call found it gone. Routes ignore both.
 POLICY_DELETING = "policyDeleting"
 POLICY_GONE_AT = "policyGoneAt"
+# And whether Envoy Gateway refused the policy when it was last seen: a refused
+# SecurityPolicy makes Envoy answer every request 500 (v1.8.3 securitypolicy.go
+# puts a direct response on each route), until its deletion reaches Envoy.
+# Once it leaves the desired state it is no longer observed, so GatewayReady
+# reads this from the Object required by name, then from here for
+# AUTH_REMOVAL_BOUND after it was found gone (found in review: GatewayReady
+# said True from the hold's end while Envoy still answered 500).
+POLICY_REFUSED = "policyRefused"
+MEMORY = (POLICY_DELETING, POLICY_GONE_AT, POLICY_REFUSED)
 
 
 def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
@@ -187,8 +196,10 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     observed: Mapping[str, Mapping[str, Any]],
     composed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None = None,
+    told: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins."""
+    """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins.
+    `told`: the callerAuth this call publishes (caller_auth), with its memory of a removed policy."""
     gateway_ref = f"Gateway {plan.namespace}/{plan.gateway_name}"
     for name, what in _READ_IN_ORDER:
         error = readiness.read_failed(observed.get(name))
@@ -220,14 +231,19 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "
             "Envoy Gateway answers every request with 500 until it is",
         )
-    if plan.spec.auth.api_keys is None and readiness.policy_refused(policy):
+    if plan.spec.auth.api_keys is None and (readiness.policy_refused(policy) or _refused_told(told)):
         # Auth turned off, the policy not deleted yet: one Envoy Gateway refused still makes Envoy
         # answer 500, whatever the spec says now. Read from the policy's own status, not the
         # Object's Ready, which turns False (Deleting) for an accepted policy being deleted too.
+        state = (
+            "is not Accepted and not deleted yet"
+            if readiness.policy_refused(policy)
+            else "was not Accepted when last seen and is being deleted"
+        )
         return _not_ready(
             GatewayReason.AUTH_NOT_ACCEPTED,
-            f"the API-key SecurityPolicy of {gateway_ref} is not Accepted and not deleted yet "
-            "(caller auth was turned off): Envoy Gateway answers every request with 500 until it is",
+            f"the API-key SecurityPolicy of {gateway_ref} {state} (caller auth was turned off): "
+            "Envoy Gateway answers every request with 500 until its deletion reaches Envoy",
         )
     traffic = observed.get(CLIENT_TRAFFIC_POLICY)
     if not readiness.in_effect(traffic):
@@ -256,6 +272,10 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
         )
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
+
+
+def _refused_told(told: Mapping[str, Any] | None) -> bool:
+    return isinstance(told, Mapping) and told.get(POLICY_REFUSED) is True
 
 
 def auth_written_at(policy: Mapping[str, Any] | None) -> datetime | None:
@@ -336,6 +356,8 @@ def caller_auth(
     if since is None or since > plan.now:
         since = plan.now
     told: dict[str, Any] = {"header": header, "removedAt": _stamp(since)}
+    if _policy_refused(previous, policy, policy_objects):
+        told[POLICY_REFUSED] = True
     if plan.now - since < AUTH_REMOVAL_HOLD:
         return told
     # Past the hold the policy has left the desired state: told while its Object is there, or not
@@ -346,6 +368,19 @@ def caller_auth(
     return told | {POLICY_GONE_AT: _stamp_up(gone_at)} if plan.now - gone_at < AUTH_REMOVAL_BOUND else None
 
 
+def _policy_refused(
+    previous: Any,
+    policy: Mapping[str, Any] | None,
+    policy_objects: Sequence[Mapping[str, Any]] | None,
+) -> bool:
+    """Whether Envoy Gateway refused the removed policy: as its Object says while one is seen
+    (observed during the hold, then required by name), else as remembered."""
+    seen = [p for p in (policy, *(policy_objects or ())) if p is not None and not readiness.target_gone(p)]
+    if seen:
+        return any(readiness.policy_refused(p) for p in seen)
+    return isinstance(previous, Mapping) and previous.get(POLICY_REFUSED) is True
+
+
 def for_routes(gateway: Mapping[str, Any]) -> dict[str, Any]:
     """status.gateway as the serving record carries it: without callerAuth's memory of the policy's
     deletion, which routes do not read, so it changes no route's record."""
@@ -354,7 +389,7 @@ def for_routes(gateway: Mapping[str, Any]) -> dict[str, Any]:
         return dict(gateway)
     return {
         **gateway,
-        "callerAuth": {k: v for k, v in told.items() if k not in (POLICY_DELETING, POLICY_GONE_AT)},
+        "callerAuth": {k: v for k, v in told.items() if k not in MEMORY},
     }
 
 
@@ -452,10 +487,10 @@ def published_status(
     plan: GatewayPlan,
     observed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None,
-    previous_auth: Any,
-    policy_objects: Sequence[Mapping[str, Any]] | None,
+    told: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """What a ModelRoute needs to attach, what an operator needs to see, what we remember."""
+    """What a ModelRoute needs to attach, what an operator needs to see, what we remember; `told`
+    is what callers are told to send (caller_auth)."""
     gateway: dict[str, Any] = {
         "name": plan.gateway_name,
         "namespace": plan.namespace,
@@ -464,9 +499,8 @@ def published_status(
         "allowedRoutes": plan.spec.listeners[0].allowed_routes,
     }
     # Routes tell their callers that a key is needed, and in which header.
-    auth = caller_auth(plan, previous_auth, observed.get(SECURITY_POLICY), policy_objects)
-    if auth is not None:
-        gateway["callerAuth"] = auth
+    if told is not None:
+        gateway["callerAuth"] = dict(told)
     addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
     if isinstance(addresses, list):
         values: list[str] = [

@@ -42,7 +42,7 @@ from tests.real.network import Lab
 from tests.real.prober import Prober, Totals
 from tests.real.processes import Supervisor, stop_cleanly_on_sigterm
 from tests.real.report import Installed, faults_line, proven, release_line, versions_line
-from tests.real.scenarios_auth import auth_removal_stuck, caller_auth
+from tests.real.scenarios_auth import auth_removal_refused_stuck, auth_removal_stuck, caller_auth
 from tests.real.scenarios_creation_order import backend_created_late
 from tests.real.scenarios_faults import FAULTS as COMPONENT_FAULTS
 from tests.real.scenarios_gateway import (
@@ -83,7 +83,11 @@ from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES
 
 # make faults: the components' faults, and caller auth removed while provider-kubernetes is hung.
-FAULTS: list[Callable[[Env, Report], None]] = [*COMPONENT_FAULTS, auth_removal_stuck]
+FAULTS: list[Callable[[Env, Report], None]] = [
+    *COMPONENT_FAULTS,
+    auth_removal_stuck,
+    auth_removal_refused_stuck,
+]
 
 SCENARIOS: list[Callable[[Env, Report], None]] = [
     new_gateway,

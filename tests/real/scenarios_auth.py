@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -198,6 +199,20 @@ def auth_removal_stuck(env: Env, r: Report) -> None:
     counts every refused one against RoutingReady. Before the Object was required by name, the
     gateway stopped asking for a key AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND after auth went off,
     whatever was still there (found in review)."""
+    _auth_removal_stuck(env, r, refused=False)
+
+
+def auth_removal_refused_stuck(env: Env, r: Report) -> None:
+    """The same with a policy Envoy Gateway refused (its key Secret missing): Envoy answers every
+    request 500 until the policy's deletion reaches it, so GatewayReady must stay AuthNotAccepted
+    until then, and every route False. Before, once the policy left the desired state Crossplane
+    observed it no more and GatewayReady said True while the 500s went on (found in review)."""
+    _auth_removal_stuck(env, r, refused=True)
+
+
+def _auth_removal_stuck(env: Env, r: Report, *, refused: bool) -> None:
+    # Refused: the keys' Secret missing, so Envoy Gateway refuses the policy (a 500 for every request).
+    secret = "client-keys-missing" if refused else "client-keys"
     env.kube.apply(
         {
             "apiVersion": "v1",
@@ -207,13 +222,14 @@ def auth_removal_stuck(env: Env, r: Report) -> None:
         }
     )
     env.keys = {"authorization": "client-key-1"}
-    _set_auth(env, {"secretRefs": [{"name": "client-keys"}]})
+    _set_auth(env, {"secretRefs": [{"name": secret}]})
+    verdict = "AuthNotAccepted" if refused else "Available"
     wait(
-        "the route telling its callers to send a key, its gateway Available",
+        f"the route telling its callers to send a key, its gateway {verdict}",
         lambda: (
             _told(env.route(), "route").get("required") is True
             and not _told(env.route(), "route").get("removedAt")
-            and condition(env.gateway(), "GatewayReady").get("reason") == "Available"
+            and condition(env.gateway(), "GatewayReady").get("reason") == verdict
         ),
         120,
     )
@@ -248,8 +264,13 @@ def auth_removal_stuck(env: Env, r: Report) -> None:
         past = (AUTH_REMOVAL_HOLD + AUTH_REMOVAL_BOUND).total_seconds() + 10
         time.sleep(max(0.0, past - (time.monotonic() - off)))
         assert env.kube.list(SECURITY_POLICY_API, "SecurityPolicy", GATEWAY[0]), "the policy went"
-        refused = chat(port, model).status
-        assert refused == 401, f"a keyless request answered {refused} while the policy is there"
+        answered = chat(port, model).status
+        # A refused policy answers every request 500 (Envoy Gateway's direct response), and the
+        # gateway must say so; an accepted one refuses a keyless request 401.
+        expected = HTTPStatus.INTERNAL_SERVER_ERROR if refused else HTTPStatus.UNAUTHORIZED
+        assert answered == expected, f"a keyless request answered {answered} while the policy is there"
+        said = condition(env.gateway(), "GatewayReady")
+        assert said.get("reason") == verdict, said
         gateway_told = _told(env.gateway(), "gateway")
         assert gateway_told.get("header") == "authorization", gateway_told
         assert gateway_told.get("policyDeleting") is True, gateway_told
@@ -281,6 +302,12 @@ def auth_removal_stuck(env: Env, r: Report) -> None:
         90,
     )
     untold = time.monotonic() - off
+    # With callers told nothing, nothing holds the gateway: a refused policy's 500s are over.
+    wait(
+        "GatewayReady Available",
+        lambda: condition(env.gateway(), "GatewayReady").get("reason") == "Available",
+        30,
+    )
     # Told for the bound after the Object went (a second's slack: the stamp is whole seconds).
     assert untold - gone >= AUTH_REMOVAL_BOUND.total_seconds() - 1, (
         f"callers told no key is needed {untold - gone:.0f} s after the Object went"
@@ -294,9 +321,11 @@ def auth_removal_stuck(env: Env, r: Report) -> None:
     r.lost = len(lost)
     assert not lost, f"Objects lost or re-created: {lost}"
     r.notes.append(
-        f"auth turned off, provider-kubernetes hung from {AUTH_REMOVAL_HOLD.total_seconds() - 5:.0f} s: "
-        f"the Object deleted at {deleting['metadata']['deletionTimestamp']} and held; at {stuck:.0f} s the "
-        f"policy still there, keyless refused, callers still told to send a key (policyDeleting); resumed: "
+        f"auth turned off, the policy {'refused' if refused else 'accepted'}, provider-kubernetes hung from "
+        f"{AUTH_REMOVAL_HOLD.total_seconds() - 5:.0f} s: the Object deleted at "
+        f"{deleting['metadata']['deletionTimestamp']} and held; at {stuck:.0f} s the policy still there, "
+        f"keyless answered {answered}, GatewayReady {verdict}, callers still told to send a key "
+        "(policyDeleting); resumed: "
         f"the Object gone at {gone:.0f} s (policyGoneAt {gone_at}), keyless served at {served:.0f} s, "
         f"no key asked for at {untold:.0f} s"
     )

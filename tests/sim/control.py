@@ -18,7 +18,9 @@ never writes an observe-only Object's target, and evaluates the emitted
 `celQuery` with cel-expr-python on the target converted as the provider does
 (every number a double). It re-reads a watched Object when its target changes
 (with --enable-watches), and otherwise every 30 s while not Ready and every
-10 min when Ready.
+10 min when Ready. A read it is refused (a kind in `forbidden`: its RBAC
+revoked) keeps the last manifest and Ready and sets only Synced=False, retried
+with crossplane-runtime's backoff, as provider-kubernetes v1.2.1 does.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ READY_POLL_SECONDS = 600
 AFTER_WRITE_SECONDS = 2
 # Seconds between a change and the controller acting on its watch event.
 WATCH_DELAY_SECONDS = 1
+# A failed reconcile is retried after 1 s, doubling to 60 s (crossplane-runtime's
+# ratelimiter.NewController: per-item exponential backoff).
+RETRY_MAX_SECONDS = 60
 
 RunFunction = Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse]
 
@@ -102,6 +107,8 @@ class ObjectState:
     status: dict[str, Any] = field(default_factory=dict)
     next_read: int = 0
     applied_spec: Any = None
+    # Reads refused in a row: the retry backoff's exponent.
+    failures: int = 0
 
     @property
     def observe_only(self) -> bool:
@@ -133,6 +140,14 @@ class Provider:
         self.watches = watches
         self.stopped = False
         self.changed: set[tuple[str, str]] = set()  # Objects whose status changed
+        # Kinds of target it may not get (its ClusterRole lost the verb; list and watch kept).
+        self.forbidden: set[str] = set()
+
+    @property
+    def blind(self) -> bool:
+        """Nothing it reports is current: stopped, or a read of some target refused and not yet
+        retried with success (its backoff runs up to a minute past the refusal's end)."""
+        return self.stopped or any(state.failures for state in self.objects.values())
 
     def upsert(self, body: dict[str, Any]) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
@@ -162,6 +177,10 @@ class Provider:
 
     def _reconcile(self, key: tuple[str, str], state: ObjectState) -> None:
         now = self.world.now
+        if state.target[0] in self.forbidden:
+            self._refused(key, state)
+            return
+        state.failures = 0
         wrote = False
         if not state.observe_only and state.applied_spec != state.manifest:
             self.world.apply(copy.deepcopy(state.manifest))
@@ -209,6 +228,29 @@ class Provider:
             # After a create or update the managed reconciler requeues at once
             # and observes the result a moment later.
             state.next_read = now + AFTER_WRITE_SECONDS
+
+    def _refused(self, key: tuple[str, str], state: ObjectState) -> None:
+        """The GET of the target was forbidden: Observe returns before setAtProvider (object.go), so
+        the manifest and Ready stay the last read's; crossplane-runtime sets Synced=False with the
+        error and requeues with backoff."""
+        kind, namespace, name = state.target
+        previous = state.status or {}
+        status: dict[str, Any] = {k: v for k, v in previous.items() if k != "conditions"}
+        status["conditions"] = [
+            *(c for c in previous.get("conditions", []) if c["type"] != "Synced"),
+            {
+                "type": "Synced",
+                "status": "False",
+                "reason": "ReconcileError",
+                "message": f'observe failed: cannot get object: {kind.lower()}s "{name}" is forbidden: '
+                f'cannot get resource in the namespace "{namespace}"',
+            },
+        ]
+        if status != state.status:
+            state.status = status
+            self.changed.add(key)
+        state.failures += 1
+        state.next_read = self.world.now + min(RETRY_MAX_SECONDS, 2 ** (state.failures - 1))
 
 
 @dataclass

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import fn
+from function import fn, readiness
 from tests.sim import world as world_model
 from tests.sim.control import UNBOUNDED, XR, Ablation, Crossplane, Provider, RunFunction, Throughput
 from tests.sim.provider_http import POLL_SECONDS, ProviderHTTP
@@ -132,6 +133,28 @@ class NoModelCheck(_ReasonCalledAvailable):
     reason = "ModelNotLoaded"
 
 
+class TrustFailedReads(Ablation):
+    """(f) An Object whose last read was refused judged by that earlier read: the provider's
+    Synced=False taken away, so its stale Ready and manifest stand (function/readiness.read_failed)."""
+
+    name = "(f) trust failed reads"
+
+    def before(self, xr: XR, req: fnv1.RunFunctionRequest, crossplane: Crossplane) -> None:  # noqa: ARG002
+        for observed in req.observed.resources.values():
+            body = resource.struct_to_dict(observed.resource)
+            conditions = (body.get("status") or {}).get("conditions") or []
+            if not any(readiness.read_failed({"status": {"conditions": [c]}}) for c in conditions):
+                continue
+            body["status"]["conditions"] = [
+                c
+                if c["type"] != "Synced"
+                else {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
+                for c in conditions
+            ]
+            observed.resource.Clear()
+            observed.resource.update(body)
+
+
 class WithholdRoutes(Ablation):
     """(c) Compose routes only while the gateway is ready."""
 
@@ -155,6 +178,7 @@ VARIANTS: list[Ablation] = [
     WithholdRoutes(),
     IgnoreWorkloads(),
     NoModelCheck(),
+    TrustFailedReads(),
 ]
 
 
@@ -356,6 +380,15 @@ class Simulation:
             state.next_read = self.world.now
         self.fault()
 
+    def revoke_reads(self, kind: str) -> None:
+        """provider-kubernetes loses `get` on a kind of target (list and watch kept)."""
+        self.provider.forbidden.add(kind)
+        self.fault()
+
+    def restore_reads(self, kind: str) -> None:
+        self.provider.forbidden.discard(kind)
+        self.fault()
+
     def _route_target(self, name: str) -> tuple[str, str, str]:
         route = self.crossplane.xrs[("ModelRoute", "team-a", name)]
         obj = self.provider.objects[route.composed["route"]]
@@ -446,7 +479,7 @@ class Simulation:
         m = self.metrics
         self._forget_deleted()
         gateway_serves = self.world.gateway_serves(GATEWAY) and not self.misconfigured
-        blind = self.provider.stopped
+        blind = self.provider.blind
         gateway_failed, lying, detecting = self._check_routes(gateway_serves, blind=blind)
         gw = self.gateway()
         if gw is not None:
@@ -721,6 +754,19 @@ SCENARIOS = [
         end=600,
         # Only the next poll sees a swap; the Request's change then wakes the route.
         lag_bound=POLL_SECONDS + LAG_BOUND_SECONDS,
+    ),
+    Scenario(
+        "provider-kubernetes refused reads of Deployments, then a model's server scaled to zero, "
+        "then both undone",
+        [
+            (0, _with_served_route),
+            (200, lambda s: s.revoke_reads("Deployment")),
+            (220, lambda s: s.scale_model_server("llama", 0)),
+            (400, lambda s: s.restore_reads("Deployment")),
+            # After the provider's retry backoff (at most 60 s) has read it again.
+            (500, lambda s: s.scale_model_server("llama", 1)),
+        ],
+        end=700,
     ),
     *WATCHED_FAULTS,
     *(

@@ -38,6 +38,7 @@ from tests.sim.scenarios import (
     NoAnchor,
     NoModelCheck,
     Scenario,
+    TrustFailedReads,
     WithholdRoutes,
     run_scenario,
 )
@@ -62,6 +63,11 @@ TARGETS: list[tuple[Ablation, str]] = [
     (WithholdRoutes(), "an Envoy upgrade rollout"),
     (IgnoreWorkloads(), "a model's server scaled to zero and back, then to two"),
     (NoModelCheck(), "a model's server loads another model, then nothing, then the model again"),
+    (
+        TrustFailedReads(),
+        "provider-kubernetes refused reads of Deployments, then a model's server scaled to zero, "
+        "then both undone",
+    ),
 ]
 
 
