@@ -191,17 +191,7 @@ class Provider:
             # Only Synced changes: the last observed manifest and Ready stay
             # (provider-kubernetes object.go Observe returns ResourceExists:
             # false; crossplane-runtime sets only the Synced condition).
-            previous = state.status or {}
-            status: dict[str, Any] = {k: v for k, v in previous.items() if k != "conditions"}
-            status["conditions"] = [
-                *(c for c in previous.get("conditions", []) if c["type"] != "Synced"),
-                {
-                    "type": "Synced",
-                    "status": "False",
-                    "reason": "ReconcileError",
-                    "message": "observe failed: external resource does not exist",
-                },
-            ]
+            status = _sync_failed(state.status, "observe failed: external resource does not exist")
             ready = False
         else:
             readiness = state.body["spec"].get("readiness", {})
@@ -234,23 +224,27 @@ class Provider:
         the manifest and Ready stay the last read's; crossplane-runtime sets Synced=False with the
         error and requeues with backoff."""
         kind, namespace, name = state.target
-        previous = state.status or {}
-        status: dict[str, Any] = {k: v for k, v in previous.items() if k != "conditions"}
-        status["conditions"] = [
-            *(c for c in previous.get("conditions", []) if c["type"] != "Synced"),
-            {
-                "type": "Synced",
-                "status": "False",
-                "reason": "ReconcileError",
-                "message": f'observe failed: cannot get object: {kind.lower()}s "{name}" is forbidden: '
-                f'cannot get resource in the namespace "{namespace}"',
-            },
-        ]
+        status = _sync_failed(
+            state.status,
+            f'observe failed: cannot get object: {kind.lower()}s "{name}" is forbidden: '
+            f'cannot get resource in the namespace "{namespace}"',
+        )
         if status != state.status:
             state.status = status
             self.changed.add(key)
         state.failures += 1
         state.next_read = self.world.now + min(RETRY_MAX_SECONDS, 2 ** (state.failures - 1))
+
+
+def _sync_failed(previous: dict[str, Any], message: str) -> dict[str, Any]:
+    """An Observe that failed before setAtProvider: the last manifest and Ready stay, and
+    crossplane-runtime sets only Synced=False with the error."""
+    status: dict[str, Any] = {k: v for k, v in previous.items() if k != "conditions"}
+    status["conditions"] = [
+        *(c for c in previous.get("conditions", []) if c["type"] != "Synced"),
+        {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": message},
+    ]
+    return status
 
 
 @dataclass
