@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from function.api import AvailabilityPolicy
@@ -318,6 +318,17 @@ def timestamp(stamp: Any) -> datetime | None:
         return None
     # Kubernetes writes UTC with a Z; a stamp without a zone is read as UTC.
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def stamp(when: datetime) -> str:
+    """A Kubernetes time, to the second, as the API server writes one."""
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp_up(when: datetime) -> str:
+    """A whole-second stamp never earlier than `when`: a bound counted from it is never cut short."""
+    whole = when.replace(microsecond=0)
+    return stamp(whole if whole == when else whole + timedelta(seconds=1))
 
 
 def observed_manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -314,16 +314,6 @@ def _policy_header(policy: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def _stamp(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _stamp_up(when: datetime) -> str:
-    """A whole-second stamp never earlier than `when`: a bound counted from it is never cut short."""
-    whole = when.replace(microsecond=0)
-    return _stamp(whole if whole == when else whole + timedelta(seconds=1))
-
-
 def caller_auth(
     plan: GatewayPlan,
     previous: Any,
@@ -355,7 +345,7 @@ def caller_auth(
             return None
     if since is None or since > plan.now:
         since = plan.now
-    told: dict[str, Any] = {"header": header, "removedAt": _stamp(since)}
+    told: dict[str, Any] = {"header": header, "removedAt": readiness.stamp(since)}
     if _policy_refused(previous, policy, policy_objects):
         told[POLICY_REFUSED] = True
     if plan.now - since < AUTH_REMOVAL_HOLD:
@@ -365,7 +355,11 @@ def caller_auth(
     if policy_objects is None or policy_objects:
         return told | {POLICY_DELETING: True}
     gone_at = _policy_gone_at(plan, previous)
-    return told | {POLICY_GONE_AT: _stamp_up(gone_at)} if plan.now - gone_at < AUTH_REMOVAL_BOUND else None
+    return (
+        told | {POLICY_GONE_AT: readiness.stamp_up(gone_at)}
+        if plan.now - gone_at < AUTH_REMOVAL_BOUND
+        else None
+    )
 
 
 def _policy_refused(
