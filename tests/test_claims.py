@@ -243,6 +243,7 @@ class TakeoverCase:
     reason: RoutingReason
     published: dict[str, str] | None
     next_call: float | None = None
+    now: datetime = NOW
 
 
 TAKEOVER_CASES = [
@@ -275,6 +276,23 @@ TAKEOVER_CASES = [
         [MINE],
         RoutingReason.AVAILABLE,
         None,
+    ),
+    TakeoverCase(
+        "found gone exactly 18 s ago, to the second: the bound has passed",
+        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
+        [MINE],
+        RoutingReason.AVAILABLE,
+        None,
+        now=datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC),
+    ),
+    TakeoverCase(
+        "found gone a microsecond short of 18 s ago: still held",
+        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
+        [MINE],
+        RoutingReason.CONFIG_LOADING,
+        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
+        next_call=1.000001,
+        now=datetime(2026, 12, 5, 11, 59, 59, 999999, tzinfo=UTC),
     ),
     TakeoverCase(
         "a stamp of its going ahead of our clock counts from now",
@@ -324,7 +342,7 @@ def test_a_route_kept_from_its_model_waits_for_envoy_to_drop_the_older_route(cas
     required = gw_required(READY_GW)
     if case.listed is not None:
         required = {**required, claims.REQUIREMENT: copy.deepcopy(case.listed)}
-    rsp = compose(xr, ROUTE_INPUT, COMPOSED, required, now=NOW)
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, required, now=case.now)
     got = said(rsp, "RoutingReady")
     assert got.reason == case.reason, got.message
     assert rsp.status.get("modelClaim") == case.published

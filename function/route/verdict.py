@@ -332,8 +332,7 @@ def model_claim(
         return None
     released = readiness.timestamp(memory.get(RELEASED_AT))
     # Found free now; a stamp ahead of our clock counts from now: held longer, never shorter.
-    if released is None or released > plan.now:
-        released = plan.now
+    released = min(released, plan.now) if released is not None else plan.now
     if plan.now - released >= CONFIG_LOAD_BOUND:
         return None
     return {HELD_BY: memory[HELD_BY], RELEASED_AT: readiness.stamp_up(released)}

@@ -758,6 +758,41 @@ def model_claimed(env: Env, r: Report) -> None:
     wait("the squatting ModelRoute gone", lambda: squatter() is None, CONVERGE_S)
 
 
+def model_taken_over(env: Env, r: Report) -> None:
+    """A ModelRoute kept from its model by an older one (ModelClaimed) takes it over when that one is
+    deleted. Envoy serves the older route until its removal reaches it, and its ext-proc, whose
+    configuration no longer has that route, answers 500 meanwhile: the younger must not say True
+    before requests for the model succeed through it (the prober judges every second), and says
+    True within the hold (found in review: on Crossplane v2.4 it said True at once)."""
+    model = "takeover-model"
+    older, younger = (ROUTE[0], "takeover-old"), ("team-b", "takeover-new")
+    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
+    backend = [{"name": "vllm", "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT}}]
+    env.kube.apply(model_route_doc(older, model, backend))
+    wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
+    env.kube.apply(model_route_doc(younger, model, backend))
+    wait(
+        "the younger route ModelClaimed",
+        lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
+        CONVERGE_S,
+    )
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    env.kube.delete(XR_API, "ModelRoute", older[1], older[0])
+    deleted = time.time()
+    # The prober judges the younger route's requests every second meanwhile.
+    wait("the younger route RoutingReady=True", lambda: true(env.route(*younger), "RoutingReady"), CONVERGE_S)
+    took = time.time() - deleted
+    assert chat(port, model).ok, "the younger route said True while its model's requests failed"
+    held = (env.route(*younger) or {}).get("status", {}).get("modelClaim")
+    r.lags.append(took)
+    r.notes.append(
+        f"the older route deleted: the younger said True {took:.0f} s later (held for Envoy to drop "
+        f"the old route; modelClaim now {held})"
+    )
+    env.kube.delete(XR_API, "ModelRoute", younger[1], younger[0])
+    wait("the younger ModelRoute gone", lambda: env.route(*younger) is None, CONVERGE_S)
+
+
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
     """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
     is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
