@@ -2407,6 +2407,21 @@ def test_a_refused_policy_holds_the_gateway_until_its_deletion_reaches_envoy(
     assert (record["ready"], record["reason"]) == (str(case.reason == GatewayReason.AVAILABLE), case.reason)
 
 
+def test_a_refused_policy_whose_header_cannot_be_read_still_holds_the_gateway() -> None:
+    """Nothing told to callers (a status that lost callerAuth, and a policy naming no header to
+    read), so no memory of the refusal: the policy itself, refused while observed, still says the
+    500s (fail closed)."""
+    xr = copy.deepcopy(XR)
+    observed = _policy_accepted_ago(600, status="False")
+    obj = observed[SECURITY_POLICY]
+    for manifest in (obj["spec"]["forProvider"]["manifest"], obj["status"]["atProvider"]["manifest"]):
+        manifest.setdefault("spec", {})["apiKeyAuth"] = {"credentialRefs": []}
+    rsp = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
+    assert rsp.status["gateway"].get("callerAuth") is None
+    verdict = said(rsp, "GatewayReady")
+    assert (verdict.ready, verdict.reason) == (False, GatewayReason.AUTH_NOT_ACCEPTED), verdict.message
+
+
 def test_an_accepted_policy_being_deleted_does_not_hold_the_gateway() -> None:
     """The Object of a policy being deleted says Ready=False (Deleting) while Envoy still serves with
     it: the gateway reads the policy's own Accepted, so it does not go False for those seconds."""
