@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from function import claims, readiness
+from function import claims
 from function.conditions import RoutingReason
 from tests.route_support import READY_GW, XR, gw_required
 from tests.support import (
@@ -219,133 +217,3 @@ def test_a_claim_s_label_value_does_not_change_between_versions() -> None:
     assert claims.claim("platform", "inference", "meta-llama/Llama-3.1-8B-Instruct") == (
         "996c2a1609a7102151e41e9537e8dda7"
     )
-
-
-# Issue found in review: the route kept from its model by an older one said True the moment that
-# one went, while Envoy still served the old route until its removal reached it.
-NOW = datetime(2026, 12, 5, 12, 0, 0, 250000, tzinfo=UTC)  # a fraction of a second: stamps round up
-OLDER = claimant("team-b", "old-route", "old", "2026-11-29T11:00:00Z")
-HELD = {"heldBy": "team-b/old"}
-
-
-def _ago(seconds: float) -> str:
-    return readiness.stamp(NOW - timedelta(seconds=seconds))
-
-
-@dataclass(frozen=True)
-class TakeoverCase:
-    name: str
-    # status.modelClaim before this call; the claimants Crossplane fetched for it (None: not fetched).
-    previous: dict[str, str] | None
-    listed: list[dict[str, Any]] | None
-    # Then: RoutingReady's reason, status.modelClaim, and how soon the route asks to be called
-    # again (seconds) for its hold to end on time, not a poll later.
-    reason: RoutingReason
-    published: dict[str, str] | None
-    next_call: float | None = None
-    now: datetime = NOW
-
-
-TAKEOVER_CASES = [
-    TakeoverCase(
-        "kept from its model by an older route: ModelClaimed, and who holds it remembered",
-        None,
-        [OLDER, MINE],
-        RoutingReason.MODEL_CLAIMED,
-        HELD,
-    ),
-    TakeoverCase(
-        "the older route found gone now: ConfigLoading for 18 s from this call, rounded up",
-        HELD,
-        [MINE],
-        RoutingReason.CONFIG_LOADING,
-        HELD | {"releasedAt": readiness.stamp(NOW.replace(microsecond=0) + timedelta(seconds=1))},
-        next_call=19.75,
-    ),
-    TakeoverCase(
-        "found gone 17 s ago: still ConfigLoading, called again when the bound has passed",
-        HELD | {"releasedAt": _ago(17.25)},
-        [MINE],
-        RoutingReason.CONFIG_LOADING,
-        HELD | {"releasedAt": _ago(17.25)},
-        next_call=1.75,
-    ),
-    TakeoverCase(
-        "found gone 18 s ago: Envoy serves this route, Available, and nothing remembered",
-        HELD | {"releasedAt": _ago(18.25)},
-        [MINE],
-        RoutingReason.AVAILABLE,
-        None,
-    ),
-    TakeoverCase(
-        "found gone exactly 18 s ago, to the second: the bound has passed",
-        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
-        [MINE],
-        RoutingReason.AVAILABLE,
-        None,
-        now=datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC),
-    ),
-    TakeoverCase(
-        "found gone a microsecond short of 18 s ago: still held",
-        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
-        [MINE],
-        RoutingReason.CONFIG_LOADING,
-        HELD | {"releasedAt": "2026-12-05T11:59:42Z"},
-        next_call=1.000001,
-        now=datetime(2026, 12, 5, 11, 59, 59, 999999, tzinfo=UTC),
-    ),
-    TakeoverCase(
-        "a stamp of its going ahead of our clock counts from now",
-        HELD | {"releasedAt": _ago(-600)},
-        [MINE],
-        RoutingReason.CONFIG_LOADING,
-        HELD | {"releasedAt": readiness.stamp(NOW.replace(microsecond=0) + timedelta(seconds=1))},
-        next_call=19.75,
-    ),
-    TakeoverCase(
-        "claimants not fetched for this call: held as published",
-        HELD,
-        None,
-        RoutingReason.MODEL_CLAIMED,
-        HELD,
-    ),
-    TakeoverCase(
-        "claimants not fetched, the older route gone 5 s ago: still ConfigLoading as published",
-        HELD | {"releasedAt": _ago(5)},
-        None,
-        RoutingReason.CONFIG_LOADING,
-        HELD | {"releasedAt": _ago(5)},
-        next_call=13.75,
-    ),
-    TakeoverCase(
-        "kept again by another older route while the first one's going was remembered: ModelClaimed",
-        {"heldBy": "team-c/other", "releasedAt": _ago(5)},
-        [OLDER, MINE],
-        RoutingReason.MODEL_CLAIMED,
-        HELD,
-    ),
-    TakeoverCase(
-        "a status that lost what it remembered, the model free: Available at once (nothing to go by)",
-        None,
-        [MINE],
-        RoutingReason.AVAILABLE,
-        None,
-    ),
-]
-
-
-@pytest.mark.parametrize("case", TAKEOVER_CASES, ids=[c.name for c in TAKEOVER_CASES])
-def test_a_route_kept_from_its_model_waits_for_envoy_to_drop_the_older_route(case: TakeoverCase) -> None:
-    xr = copy.deepcopy(XR)
-    if case.previous is not None:
-        xr["status"] = {"modelClaim": dict(case.previous)}
-    required = gw_required(READY_GW)
-    if case.listed is not None:
-        required = {**required, claims.REQUIREMENT: copy.deepcopy(case.listed)}
-    rsp = compose(xr, ROUTE_INPUT, COMPOSED, required, now=case.now)
-    got = said(rsp, "RoutingReady")
-    assert got.reason == case.reason, got.message
-    assert rsp.status.get("modelClaim") == case.published
-    if case.reason is RoutingReason.CONFIG_LOADING:
-        assert "team-b/old" in got.message or "team-c/other" in got.message, got.message
-    assert (rsp.ttl.total_seconds() if rsp.ttl is not None else None) == case.next_call

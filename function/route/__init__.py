@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from function import cel, claims, model_check, readiness, references
+from function import cel, claims, model_check, references
 from function.api import Backend, Input, ModelCheck, ModelRouteSpec, WorkloadRef
 from function.conditions import GATEWAY_READY, as_observed
 from function.objects import plan_basis, target_ref, wrap
@@ -59,7 +59,6 @@ from function.route.plan import (
 from function.route.verdict import (
     config_loaded_in,
     derive_verdict,
-    model_claim,
     published_status,
     read_backends,
     serving_verdict,
@@ -247,16 +246,12 @@ def compose(
     # Whose workload serves: read once, for RoutingReady and BackendsServing.
     unresolved = references.unresolved(spec.backends, plan.xr_namespace, required)
     backends = read_backends(plan, observed, unresolved)
-    claim = model_claim(
-        plan,
-        readiness.get_path(xr, "status", "modelClaim"),
-        claims.holder(required, plan.xr_namespace, plan.xr_name),
-        fetched=claims.REQUIREMENT in required,
+    verdict = derive_verdict(
+        plan, view, composed, observed, backends, unresolved=unresolved, required=required
     )
-    verdict = derive_verdict(plan, view, composed, observed, backends, unresolved=unresolved, claim=claim)
     outcome.verdict = verdict
-    outcome.ttl = config_loaded_in(plan, verdict, composed, observed, claim)
-    outcome.status = published_status(plan, view, claim)
+    outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
+    outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, backends)]
     if not all(key in required for key in gateway_wanted):
         # A call before Crossplane has fetched what this one requires (the

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from function import model_check, readiness
+from function import claims, model_check, readiness
 from function.api import Backend, ModelCheck, ModelRouteSpec
 from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
 from function.model_check import Probe
@@ -43,20 +43,6 @@ from function.upstream import ACCEPTED
 # 15.7 s, with the stamp's whole second and the push to spare.
 CONFIG_LOAD_BOUND = timedelta(seconds=18)
 
-# A route that another, older one kept from its model (ModelClaimed) is not
-# served the moment that one goes (deleted, or its model renamed): Envoy keeps
-# the old route's HTTPRoute first until provider-kubernetes has deleted or
-# changed its AIGatewayRoute, Envoy AI Gateway its HTTPRoute, and Envoy Gateway
-# has pushed the change; meanwhile the model's requests reach the old route's
-# backends, or its ext-proc, whose configuration no longer has that route,
-# answers 500 "unknown backend" (found in review: on Crossplane v2.4, whose
-# watch on the claimants wakes the route at once, it said True in that time).
-# So it holds ConfigLoading for CONFIG_LOAD_BOUND from the call that found the
-# model free, remembered in status.modelClaim: `heldBy` while it is held,
-# `releasedAt` then.
-HELD_BY = "heldBy"
-RELEASED_AT = "releasedAt"
-
 
 def _gateway_state(gateway_ready: Mapping[str, Any] | None) -> str:
     """GatewayReady's status and reason, never its message: the message follows an Envoy rollout
@@ -77,7 +63,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     backends: BackendsRead,
     *,
     unresolved: Mapping[str, Sequence[str]],
-    claim: Mapping[str, str] | None = None,
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> Verdict:
     """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
     references readable, route and backends Accepted, configuration loaded, and a backend that
@@ -115,8 +101,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"(allowedRoutes Same): Envoy Gateway refuses this route (NotAllowedByListeners) and serves "
             "none of its requests, while Envoy AI Gateway still says Accepted",
         )
-    # Who holds the model (model_claim): the claimants fetched for this call, else as published.
-    held_by = (claim or {}).get(HELD_BY) if RELEASED_AT not in (claim or {}) else None
+    held_by = claims.holder(required, plan.xr_namespace, plan.xr_name)
     if held_by is not None:
         return Verdict(
             ROUTING_READY,
@@ -181,22 +166,17 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 else ""
             ),
         )
-    loading = loading_since(plan, composed, observed, claim)
-    if loading is not None:
-        since, freed = loading
-        age = max(0, int((plan.now - since).total_seconds()))
-        bound = int(CONFIG_LOAD_BOUND.total_seconds())
+    written = config_written_at(composed, observed)
+    # A stamp further ahead than the bound is a clock that disagrees with ours:
+    # it cannot be judged, and must not hold True back for as long as it is ahead.
+    if written is not None and -CONFIG_LOAD_BOUND < plan.now - written < CONFIG_LOAD_BOUND:
+        age = max(0, int((plan.now - written).total_seconds()))
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.CONFIG_LOADING,
-            (
-                f"model {plan.model} was held by ModelRoute {(claim or {}).get(HELD_BY)} until {age} s ago: "
-                f"Envoy serves that route until its removal reaches it, within {bound} s"
-            )
-            if freed
-            else f"this route's configuration was written {age} s ago; Envoy and Envoy AI Gateway's "
-            f"ext-proc load it within {bound} s and answer 500 or 503 until then",
+            f"this route's configuration was written {age} s ago; Envoy and Envoy AI Gateway's ext-proc "
+            f"load it within {int(CONFIG_LOAD_BOUND.total_seconds())} s and answer 500 or 503 until then",
         )
     serving = backends.serving
     wrong = answered_without_the_model(backends, takers)
@@ -276,66 +256,16 @@ def config_written_at(
     return max(stamps) if stamps else None
 
 
-def loading_since(
-    plan: RoutePlan,
-    composed: Mapping[str, Any],
-    observed: Mapping[str, Mapping[str, Any]],
-    claim: Mapping[str, str] | None,
-) -> tuple[datetime, bool] | None:
-    """While Envoy may not have this route's configuration: since when, and whether that is an
-    older route's going (`claim`'s releasedAt) rather than this route's own configuration.
-
-    A stamp further ahead than the bound is a clock that disagrees with ours: it
-    cannot be judged, and must not hold True back for as long as it is ahead.
-    """
-    released = readiness.timestamp((claim or {}).get(RELEASED_AT))
-    held = [
-        (t, freed)
-        for t, freed in ((config_written_at(composed, observed), False), (released, True))
-        if t is not None and -CONFIG_LOAD_BOUND < plan.now - t < CONFIG_LOAD_BOUND
-    ]
-    return max(held) if held else None
-
-
 def config_loaded_in(
-    plan: RoutePlan,
-    verdict: Verdict,
-    composed: Mapping[str, Any],
-    observed: Mapping[str, Mapping[str, Any]],
-    claim: Mapping[str, str] | None = None,
+    plan: RoutePlan, verdict: Verdict, composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
 ) -> timedelta | None:
     """While the configuration loads: how soon to be called again to say True, not a poll later."""
     if verdict.reason != RoutingReason.CONFIG_LOADING:
         return None
-    loading = loading_since(plan, composed, observed, claim)
-    assert loading is not None
+    written = config_written_at(composed, observed)
+    assert written is not None
     # Always more than a second: the verdict holds only while the bound has not passed.
-    return loading[0] + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1)
-
-
-def model_claim(
-    plan: RoutePlan, previous: Any, held_by: str | None, *, fetched: bool
-) -> dict[str, str] | None:
-    """status.modelClaim: the older route that holds the model (`heldBy`), then, from the call that
-    finds the model free, when (`releasedAt`, to the second, rounded up) for CONFIG_LOAD_BOUND.
-    `fetched`: Crossplane fetched the claimants for this call; where it has not (a reconcile's first
-    call), what was published stays as it was. A status that lost it holds nothing."""
-    before = {
-        k: v for k, v in (previous.items() if isinstance(previous, Mapping) else ()) if isinstance(v, str)
-    }
-    memory = {k: before[k] for k in (HELD_BY, RELEASED_AT) if k in before}
-    if not fetched:
-        return memory or None
-    if held_by is not None:
-        return {HELD_BY: held_by}
-    if HELD_BY not in memory:
-        return None
-    released = readiness.timestamp(memory.get(RELEASED_AT))
-    # Found free now; a stamp ahead of our clock counts from now: held longer, never shorter.
-    released = min(released, plan.now) if released is not None else plan.now
-    if plan.now - released >= CONFIG_LOAD_BOUND:
-        return None
-    return {HELD_BY: memory[HELD_BY], RELEASED_AT: readiness.stamp_up(released)}
+    return written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1)
 
 
 def workload_serves(
@@ -511,14 +441,9 @@ def serving_verdict(plan: RoutePlan, backends: BackendsRead) -> Verdict:
     )
 
 
-def published_status(
-    plan: RoutePlan, view: GatewayView, claim: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """What the route publishes: its model, where it attached, what its callers must send, and
-    which older route holds its model (model_claim)."""
+def published_status(plan: RoutePlan, view: GatewayView) -> dict[str, Any]:
+    """What the route publishes: its model, where it attached, and what its callers must send."""
     status: dict[str, Any] = {"model": plan.model}
-    if claim:
-        status["modelClaim"] = dict(claim)
     if view.attachment is not None:
         gateway: dict[str, Any] = {
             "name": view.attachment.name,

@@ -18,6 +18,7 @@ from function.api import Input, ModelRouteSpec
 from function.objects import Target
 from function.outcome import Requirement
 from function.route import plan as route_plan
+from function.route.verdict import CONFIG_LOAD_BOUND
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT, read_gateway
 from tests.real.costs import Meter, Phase, between, decided_true_again, follow_times, noisy_transitions
 from tests.real.dataplane import POD_PROCESS_PREFIX
@@ -47,6 +48,7 @@ from tests.real.kube import condition, wait
 from tests.real.prober import chat, said
 from tests.real.report import scale_line, scale_record, spread
 from tests.real.timeline import Outage, Seen, Watcher, first_false_stamps, outage
+from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES, ROOT
 
 
@@ -759,38 +761,62 @@ def model_claimed(env: Env, r: Report) -> None:
 
 
 def model_taken_over(env: Env, r: Report) -> None:
-    """A ModelRoute kept from its model by an older one (ModelClaimed) takes it over when that one is
-    deleted. Envoy serves the older route until its removal reaches it, and its ext-proc, whose
-    configuration no longer has that route, answers 500 meanwhile: the younger must not say True
-    before requests for the model succeed through it (the prober judges every second), and says
-    True within the hold (found in review: on Crossplane v2.4 it said True at once)."""
-    model = "takeover-model"
+    """A ModelRoute kept from its model by an older one (ModelClaimed) takes it over when the older
+    one renames its model. The older one's claim label changes as Crossplane applies its Object, at
+    once; Envoy serves the older route for the old name until provider-kubernetes, Envoy AI Gateway
+    and Envoy Gateway have moved it. Its server has loaded the new name only (404 for the old):
+    the younger must not say True while the model's requests still reach it (the prober judges
+    every second)."""
+    model, renamed = "takeover-model", "takeover-renamed"
     older, younger = (ROUTE[0], "takeover-old"), ("team-b", "takeover-new")
-    env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
-    backend = [{"name": "vllm", "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT}}]
-    env.kube.apply(model_route_doc(older, model, backend))
-    wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
-    env.kube.apply(model_route_doc(younger, model, backend))
-    wait(
-        "the younger route ModelClaimed",
-        lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
-        CONVERGE_S,
-    )
-    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
-    env.kube.delete(XR_API, "ModelRoute", older[1], older[0])
-    deleted = time.time()
-    # The prober judges the younger route's requests every second meanwhile.
-    wait("the younger route RoutingReady=True", lambda: true(env.route(*younger), "RoutingReady"), CONVERGE_S)
-    took = time.time() - deleted
-    assert chat(port, model).ok, "the younger route said True while its model's requests failed"
-    held = (env.route(*younger) or {}).get("status", {}).get("modelClaim")
-    r.lags.append(took)
-    r.notes.append(
-        f"the older route deleted: the younger said True {took:.0f} s later (held for Envoy to drop "
-        f"the old route; modelClaim now {held})"
-    )
-    env.kube.delete(XR_API, "ModelRoute", younger[1], younger[0])
-    wait("the younger ModelRoute gone", lambda: env.route(*younger) is None, CONVERGE_S)
+    server = Upstream("takeover", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+    try:
+        env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
+        host = "vllm.team-a.svc.cluster.local"
+        env.kube.apply(
+            model_route_doc(
+                older, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
+            )
+        )
+        wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
+        env.kube.apply(
+            model_route_doc(
+                younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
+            )
+        )
+        wait(
+            "the younger route ModelClaimed",
+            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
+            CONVERGE_S,
+        )
+        # Past the younger's own configuration hold, so only the takeover can hold it back.
+        time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        # The older team's server swaps to the new name as its route is renamed.
+        server.models = [renamed]
+        env.kube.merge_patch(XR_API, "ModelRoute", older[1], older[0], {"spec": {"model": renamed}})
+        renamed_at = time.time()
+        wait(
+            "the younger route RoutingReady=True",
+            lambda: true(env.route(*younger), "RoutingReady"),
+            CONVERGE_S,
+        )
+        took = time.time() - renamed_at
+        assert chat(port, model).ok, "the younger route said True while its model's requests failed"
+        r.lags.append(took)
+        r.notes.append(
+            f"the older route renamed its model: the younger said True {took:.0f} s later, "
+            f"its requests judged every second meanwhile"
+        )
+        for where in (older, younger):
+            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait(
+            "both ModelRoutes gone",
+            lambda: env.route(*older) is None and env.route(*younger) is None,
+            CONVERGE_S,
+        )
+    finally:
+        server.stop()
 
 
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
