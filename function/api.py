@@ -1013,6 +1013,12 @@ class Input(Model):
     """The provider-http ClusterProviderConfig the backends' model checks use (credentials source None:
     the probes send no key).
     """
+    model_check_poll_seconds: Annotated[int, Field(ge=1, le=86_400)] = 60
+    """provider-http's --poll, in seconds (its default is 60; examples/install runs 10). A model check's
+    answer not renewed for failureThreshold + 1 polls has expired: provider-http is not polling (down,
+    or far behind), and the server may have loaded another model since. Set it no lower than the real
+    --poll, or answers expire while provider-http is fine.
+    """
 
 
 # --- errors -----------------------------------------------------------------

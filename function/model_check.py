@@ -19,6 +19,11 @@ in v1.0.14's source, its status says less than it seems:
 - A 5xx overwrites the body and code; `Synced` stays True.
 - `status.requestDetails.url` is the URL of the answer kept: after the URL
   changes, the status is the old URL's until the new one answers.
+- Every 2xx answer stamps `status.cache.lastUpdated` (RFC 3339, to the
+  second: `SetCache`, `status_setters.go`), and a failure turns `Synced`
+  False: so a 2xx answer kept with `Synced` True and an old stamp means
+  provider-http has stopped polling, and nothing says what the server has
+  loaded since (found in review: RoutingReady stayed True on it).
 
 So a body is an answer only while `Synced` is True and its code is 2xx.
 The decision is what this module returns; the composed route stays exactly
@@ -32,10 +37,11 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from function.readiness import condition, get_path, target_gone
+from function.readiness import condition, get_path, target_gone, timestamp
 
 REQUEST_API_VERSION = "http.m.crossplane.io/v1alpha2"
 # The longest a probe waits for an answer (provider-http's default is 5
@@ -103,10 +109,46 @@ def _answered(models: list[str], want: str) -> ProbeState:
     return ProbeState.NOT_LOADED if models else ProbeState.KNOWN_EMPTY
 
 
+@dataclass(frozen=True)
+class Clock:
+    """This call's time and provider-http's --poll: how old an answer may be before it expires."""
+
+    now: datetime
+    poll: timedelta
+
+    def expires_in(self, request: Mapping[str, Any] | None, failure_threshold: int) -> timedelta | None:
+        """How long the answer kept may still be trusted (not positive: expired); None where the
+        Request carries no stamp to judge by."""
+        stamp = timestamp(get_path(request, "status", "cache", "lastUpdated"))
+        if stamp is None:
+            return None
+        return stamp + self.poll * (failure_threshold + 1) - self.now
+
+
+def _expired(request: Mapping[str, Any] | None, failure_threshold: int, clock: Clock | None) -> Probe | None:
+    """EXPIRED where the answer kept has not been renewed for failure_threshold + 1 polls."""
+    left = clock.expires_in(request, failure_threshold) if clock is not None else None
+    if clock is None or left is None or left > timedelta(0):
+        return None
+    age = int((clock.poll * (failure_threshold + 1) - left).total_seconds())
+    return Probe(
+        ProbeState.EXPIRED,
+        False,
+        f"{ProbeState.EXPIRED}: provider-http has renewed no answer for {age} s (its --poll is "
+        f"{int(clock.poll.total_seconds())} s): is it running?",
+        True,
+    )
+
+
 def judge(  # noqa: PLR0911 - one return per state, in order
-    request: Mapping[str, Any] | None, want: str, failure_threshold: int, url: str
+    request: Mapping[str, Any] | None,
+    want: str,
+    failure_threshold: int,
+    url: str,
+    clock: Clock | None = None,
 ) -> Probe:
-    """What an observed provider-http Request of `url` says of the model `want`."""
+    """What an observed provider-http Request of `url` says of the model `want`; with `clock`, an
+    answer kept past failure_threshold + 1 polls has expired."""
     code = get_path(request, "status", "response", "statusCode")
     body = get_path(request, "status", "response", "body")
     synced = condition(request, "Synced")
@@ -134,6 +176,10 @@ def judge(  # noqa: PLR0911 - one return per state, in order
                 ProbeState.PROBING_FAILED, False, f"{ProbeState.PROBING_FAILED} before any answer", True
             )
         if erred and not gone and failures < failure_threshold:
+            # provider-http retries a failure within seconds: a kept answer this old, it has stopped.
+            stopped = _expired(request, failure_threshold, clock)
+            if stopped is not None:
+                return stopped
             state = _answered(models, want) if models is not None else None
             return Probe(
                 ProbeState.PROBING_FAILED,
@@ -163,6 +209,9 @@ def judge(  # noqa: PLR0911 - one return per state, in order
         )
     if models is None:
         return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list", True)
+    stopped = _expired(request, failure_threshold, clock)
+    if stopped is not None:
+        return stopped
     state = _answered(models, want)
     return Probe(
         state, state is ProbeState.LOADED, f"{state} ({len(models)} listed)", state is not ProbeState.LOADED

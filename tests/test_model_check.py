@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from function.conditions import BackendsReason, RoutingReason
-from function.model_check import ProbeState, judge, listed
+from function.model_check import Clock, ProbeState, judge, listed
 from tests.route_support import COMPOSED as COMPOSED_OBSERVED
 from tests.route_support import READY_GW, XR, gw_required
 from tests.support import EXAMPLES, ROUTE_INPUT, applied, by_resource_name, compose, load_yaml, refused, said
@@ -632,3 +633,109 @@ def test_a_model_check_that_could_never_pass_is_refused_naming_the_field(
     changes: dict[str, Any], says: str
 ) -> None:
     assert says in refused(_checked(changes), ROUTE_INPUT, {}, gw_required(READY_GW))
+
+
+# Found in review: provider-http stopped (crashed, uninstalled, far behind) leaves each Request's last
+# answer as it was, Synced True, so a server that loaded another model since went unseen. Its
+# 2xx answers stamp status.cache.lastUpdated: one not renewed for failureThreshold + 1 polls expires.
+NOW = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
+POLL = timedelta(seconds=60)  # the Input's default modelCheckPollSeconds
+
+
+def renewed(request: dict[str, Any], seconds_ago: float) -> dict[str, Any]:
+    """The Request with its answer last renewed `seconds_ago` (provider-http's RFC 3339 stamp)."""
+    stamped = copy.deepcopy(request)
+    when = NOW - timedelta(seconds=seconds_ago)
+    stamped["status"]["cache"] = {"lastUpdated": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return stamped
+
+
+@dataclass(frozen=True)
+class StaleCase:
+    name: str
+    request: dict[str, Any]
+    state: ProbeState
+    # Then: how long the answer may still be trusted, in seconds (None: nothing to judge by).
+    left: float | None
+
+
+STALE_CASES = [
+    StaleCase(
+        "an answer renewed a poll ago is trusted", renewed(answered(MODEL), 60), ProbeState.LOADED, 180
+    ),
+    StaleCase(
+        "an answer renewed a second short of four polls ago is still trusted",
+        renewed(answered(MODEL), 239),
+        ProbeState.LOADED,
+        1,
+    ),
+    StaleCase(
+        "an answer not renewed for failureThreshold + 1 polls has expired: provider-http has stopped",
+        renewed(answered(MODEL), 240),
+        ProbeState.EXPIRED,
+        0,
+    ),
+    StaleCase(
+        "another model listed, not renewed since: expired too (nothing says what is loaded now)",
+        renewed(answered("mistralai/Mistral-7B"), 600),
+        ProbeState.EXPIRED,
+        -360,
+    ),
+    StaleCase(
+        "an answer kept through a failure that was never retried has expired",
+        renewed(answered(MODEL, synced=False, error="i/o timeout", failed=1), 240),
+        ProbeState.EXPIRED,
+        0,
+    ),
+    StaleCase(
+        "an answer kept through a failure retried within seconds is still kept",
+        renewed(answered(MODEL, synced=False, error="i/o timeout", failed=1), 5),
+        ProbeState.PROBING_FAILED,
+        235,
+    ),
+    StaleCase(
+        "a server down past the threshold is down, however old its last answer (a fallback may serve)",
+        renewed(answered(MODEL, synced=False, error="connection refused", failed=3), 600),
+        ProbeState.EXPIRED,
+        -360,
+    ),
+    StaleCase("a Request without the stamp is not judged by age", answered(MODEL), ProbeState.LOADED, None),
+]
+
+
+@pytest.mark.parametrize("case", STALE_CASES, ids=[c.name for c in STALE_CASES])
+def test_an_answer_provider_http_stopped_renewing_expires(case: StaleCase) -> None:
+    clock = Clock(NOW, POLL)
+    got = judge(case.request, MODEL, 3, URL, clock)
+    assert got.state is case.state, got.detail
+    left = clock.expires_in(case.request, 3)
+    assert (left.total_seconds() if left is not None else None) == case.left
+    if "provider-http has stopped" in case.name:
+        assert "provider-http has renewed no answer for 240 s (its --poll is 60 s)" in got.detail
+        # Nothing is known of the server: no fallback is trusted on it.
+        assert got.answers_without_it
+    if "(a fallback may serve)" in case.name:
+        assert not got.answers_without_it, got.detail
+    # Without a clock (no --poll known) nothing expires by age.
+    if case.state is ProbeState.EXPIRED and "provider-http" in got.detail:
+        assert judge(case.request, MODEL, 3, URL).state is not ProbeState.EXPIRED
+
+
+def test_a_route_whose_probe_provider_http_stopped_renewing_says_so_and_asks_to_be_called_when_it_expires() -> (
+    None
+):
+    """RoutingReady follows the expiry, and while the answer holds the route asks to be called a
+    second after it would expire: provider-http, which wakes it every poll, may be what stopped."""
+    fresh = compose(
+        _checked(), ROUTE_INPUT, _observed(renewed(answered(MODEL), 100)), gw_required(READY_GW), now=NOW
+    )
+    assert said(fresh, "RoutingReady").reason == RoutingReason.AVAILABLE
+    assert fresh.ttl == timedelta(seconds=141)
+    stale = compose(
+        _checked(), ROUTE_INPUT, _observed(renewed(answered(MODEL), 240)), gw_required(READY_GW), now=NOW
+    )
+    routing = said(stale, "RoutingReady")
+    assert routing.reason == RoutingReason.MODEL_NOT_LOADED, routing.message
+    assert "provider-http has renewed no answer for 240 s" in said(stale, "BackendsServing").message
+    assert stale.ttl is None
+    assert stale.resources == fresh.resources

@@ -59,6 +59,7 @@ from function.route.plan import (
 from function.route.verdict import (
     config_loaded_in,
     derive_verdict,
+    model_checks_expire_in,
     published_status,
     read_backends,
     serving_verdict,
@@ -250,7 +251,17 @@ def compose(
         plan, view, composed, observed, backends, unresolved=unresolved, required=required
     )
     outcome.verdict = verdict
-    outcome.ttl = config_loaded_in(plan, verdict, composed, observed)
+    outcome.ttl = min(
+        (
+            t
+            for t in (
+                config_loaded_in(plan, verdict, composed, observed),
+                model_checks_expire_in(plan, observed),
+            )
+            if t
+        ),
+        default=None,
+    )
     outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, backends)]
     if not all(key in required for key in gateway_wanted):

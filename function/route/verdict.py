@@ -295,7 +295,30 @@ def model_probe(
         plan.checked_model(backend, check),
         check.failure_threshold,
         plan.probe_url(backend, check),
+        _probe_clock(plan),
     )
+
+
+def _probe_clock(plan: RoutePlan) -> model_check.Clock:
+    return model_check.Clock(plan.now, timedelta(seconds=plan.inp.model_check_poll_seconds))
+
+
+def model_checks_expire_in(plan: RoutePlan, observed: Mapping[str, Mapping[str, Any]]) -> timedelta | None:
+    """How soon to be called again to find a model check's answer expired, where provider-http, which
+    renews it every poll and so wakes the route, may have stopped: a second after the soonest."""
+    lefts = [
+        left
+        for b in plan.spec.backends
+        if b.model_check is not None
+        and (
+            left := _probe_clock(plan).expires_in(
+                observed.get(MODEL_CHECK_PREFIX + b.name), b.model_check.failure_threshold
+            )
+        )
+        is not None
+        and left > timedelta(0)
+    ]
+    return min(lefts) + timedelta(seconds=1) if lefts else None
 
 
 @dataclass(frozen=True)
