@@ -424,11 +424,20 @@ class CrossplaneStack:
                 timeout=90,
             )
         for composition in sorted(configuration.glob("*-composition.yaml")):
-            self.kube.apply_file(composition, mutate=_observe_gateway)
+            self.kube.apply_file(composition, mutate=_route_input)
         self.kube.wait_crds_established()
 
 
-def _observe_gateway(composition: dict[str, Any]) -> None:
+def _route_input(composition: dict[str, Any]) -> None:
+    """The ModelRoute Composition's Input as a platform team following examples/install sets it:
+    modelCheckPollSeconds as provider-http's --poll there (so an answer it stops renewing expires in
+    four of its polls), and observeGateway off where FGR_OBSERVE_GATEWAY=0 asks."""
+    poll = next(
+        a.removeprefix("--poll=") for a in runtime_args("provider-http.yaml") if a.startswith("--poll=")
+    )
+    assert poll.endswith("s"), poll
     for step in composition["spec"]["pipeline"]:
-        if step["input"].get("compose") == "ModelRoute" and not OBSERVE_GATEWAY:
-            step["input"]["observeGateway"] = False
+        if step["input"].get("compose") == "ModelRoute":
+            step["input"]["modelCheckPollSeconds"] = int(poll.removesuffix("s"))
+            if not OBSERVE_GATEWAY:
+                step["input"]["observeGateway"] = False

@@ -62,7 +62,7 @@ from tests.real.scenarios_install import (
     examples_rendered_through_the_installed_pod,
     function_revision_upgraded,
 )
-from tests.real.scenarios_models import model_renamed, model_swapped
+from tests.real.scenarios_models import model_renamed, model_swapped, provider_http_stopped
 from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
@@ -135,6 +135,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     auth_removal_stuck,
     # Review's question of a takeover, answered on the real stack: no lie without a hold.
     model_taken_over,
+    # A reporter hung: 60 s and more, where `.ci/run` has no room.
+    provider_http_stopped,
 ]
 
 

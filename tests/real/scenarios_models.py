@@ -122,6 +122,67 @@ def model_swapped(env: Env, r: Report) -> None:
         )
 
 
+STOPPED = "probe-stopped"
+
+
+def provider_http_stopped(env: Env, r: Report) -> None:
+    """provider-http hung (SIGSTOP: alive, polling nothing), then the server drops the route's model.
+    The Request keeps its last answer, Synced True; the function must find the answer expired
+    (failureThreshold + 1 polls without a renewal, the route calling itself back then) and say
+    ModelNotLoaded, while the prober judges every second past that bound. Before (found in review),
+    RoutingReady stayed True for as long as provider-http was down."""
+    bound = (3 + 1) * poll_s() + WATCH_PATH_S
+    others = sorted(
+        {
+            str(m)
+            for rt in env.kube.list(XR_API, "ModelRoute")
+            if (m := (rt.get("spec") or {}).get("model")) and rt["metadata"]["name"] != STOPPED
+        }
+    )
+    env.vllm.models = [MISTRAL, *others]
+    provider = env.sup.find("provider-http")
+    try:
+        backends: list[dict[str, Any]] = route_doc_one_backend()["spec"]["backends"]
+        backends[0]["modelCheck"] = {}
+        env.kube.apply(model_route_doc((ROUTE[0], STOPPED), MISTRAL, backends))
+        wait("the checked route serving", lambda: _serving(env, STOPPED) == (True, "Available"), CONVERGE_S)
+        # The answer's age counts from its last renewal: a poll at most before this.
+        env.sup.hang(provider)
+        hung = time.time()
+        env.prober.fault(detection_s=bound)
+        env.vllm.models = list(others)
+        said = wait(
+            "the route ModelNotLoaded with provider-http hung",
+            lambda: (
+                _serving(env, STOPPED) == (False, "ModelNotLoaded")
+                and "provider-http has renewed no answer" in _message(env, STOPPED)
+                and _message(env, STOPPED)
+            ),
+            bound + 10,
+        )
+        took = time.time() - hung
+        r.lags.append(took)
+        r.notes.append(
+            f"provider-http hung, the server's model dropped: RoutingReady False {took:.0f} s later "
+            f"(bound {bound:.0f} s: 4 polls of {poll_s():.0f} s and the watch path): "
+            f"{said.split('; ')[0][:160]}"
+        )
+    finally:
+        env.sup.resume(provider)
+        env.vllm.models = None
+        env.kube.delete(XR_API, "ModelRoute", STOPPED, ROUTE[0])
+        wait("the checked route gone", lambda: env.route(ROUTE[0], STOPPED) is None, CONVERGE_S)
+
+
+def _message(env: Env, name: str) -> str:
+    """BackendsServing's message as the route last says it (it names each backend's probe state)."""
+    rt = env.route(ROUTE[0], name) or {}
+    found = [
+        c for c in (rt.get("status") or {}).get("conditions") or [] if c.get("type") == "BackendsServing"
+    ]
+    return str(found[0].get("message") or "") if found else ""
+
+
 RENAMED = ("renamed-before", "renamed-after")
 
 
