@@ -715,6 +715,8 @@ def test_an_answer_provider_http_stopped_renewing_expires(case: StaleCase) -> No
         assert case.left is not None
         age = int(240 - case.left)
         assert f"provider-http has renewed no answer for {age} s (its --poll is 60 s)" in got.detail
+        # Nothing says the model is loaded now.
+        assert not got.loaded
     if "provider-http has stopped" in case.name:
         # Nothing is known of the server: no fallback is trusted on it.
         assert got.answers_without_it
