@@ -1,17 +1,23 @@
-"""Who holds a model name on a gateway: the oldest ModelRoute that routes it.
+"""Who holds a model name on a gateway: the route whose HTTPRoute Envoy Gateway sorts first.
 
 Nothing upstream refuses two AIGatewayRoutes matching the same model header on
-one Gateway. Envoy serves only one of two identical matches, the oldest
-HTTPRoute's (Envoy Gateway v1.8.1 sorts routes by creation time, then
-namespace and name: `internal/gatewayapi/resource/sort.go`), `/v1/models`
-lists the name twice, and both routes say Accepted: whoever is older gets the
-other team's prompts.
+one Gateway. Envoy serves only one of two identical matches, the first
+HTTPRoute as Envoy Gateway sorts them (v1.8.3 `internal/gatewayapi/resource/
+resource.go`, `Sort`: creation time, then namespace and name), `/v1/models`
+lists the name twice, and both routes say Accepted: whoever sorts first gets
+the other team's prompts.
 
 Each ModelRoute labels the Object of its AIGatewayRoute with a digest of
 (gateway, model), and requires every Object carrying the same label, in every
-namespace. The route whose AIGatewayRoute is oldest holds the name; any other
-is not serving, and says which route holds it. One list per call, served from
-Crossplane's cache, whatever the number of routes on the gateway.
+namespace: one list per call, served from Crossplane's cache. While another
+route claims the model, it also requires each claimant's HTTPRoute by name
+(Envoy AI Gateway names it after the AIGatewayRoute, in its namespace: v1.1.0
+`ai_gateway_route.go`, `syncAIGatewayRoute`), since the HTTPRoutes' ages are
+what Envoy Gateway sorts, and they need not follow the AIGatewayRoutes':
+Envoy AI Gateway makes an HTTPRoute only once every AIServiceBackend its
+AIGatewayRoute names exists (`newHTTPRoute`), and makes it again, younger, when
+it is deleted. The route whose HTTPRoute sorts first holds the name; any other
+is not serving, and says which route holds it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ REQUIREMENT = "model-claims"
 LABEL = "gatewayreadiness.fn.crossplane.io/model-claim"
 # The label crossplane sets on every composed resource: the XR that composed it.
 _COMPOSITE = "crossplane.io/composite"
+# What Envoy AI Gateway makes of each AIGatewayRoute, and Envoy Gateway sorts.
+HTTPROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
+HTTPROUTE_KIND = "HTTPRoute"
 
 
 def claim(gateway_namespace: str, gateway_name: str, model: str) -> str:
@@ -44,25 +53,27 @@ def requirement(value: str) -> Requirement:
     )
 
 
-def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    """How Envoy Gateway orders identical matches: the HTTPRoute's creation time, then its namespace
-    and name (v1.8.3 `internal/gatewayapi/resource/resource.go`).
+def _target(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a claimant's AIGatewayRoute, and so of its HTTPRoute: from the Object's
+    manifest, never the Object's own name (`llama-b-route-...` sorts before `llama-route-...`, where
+    Envoy sorts `llama-...` before `llama-b-...`: found in review)."""
+    meta = obj.get("metadata") or {}
+    named = readiness.get_path(obj, "spec", "forProvider", "manifest", "metadata")
+    if not isinstance(named, Mapping):  # an Object without its manifest: its own names, as before
+        named = meta
+    # A namespaced Object's manifest lives in the Object's namespace where it names none.
+    return str(named.get("namespace") or meta.get("namespace")), str(named.get("name"))
 
-    Envoy AI Gateway names the HTTPRoute after the AIGatewayRoute and writes it
-    right after it, so the AIGatewayRoute's own stamp where the Object observed
-    it, else the Object's, which the API server always sets; the AIGatewayRoute's
-    namespace and name from the Object's manifest, never the Object's own name,
-    which sorts differently (`llama-b-route-...` before `llama-route-...`, where
-    Envoy sorts `llama-...` before `llama-b-...`: found in review).
-    """
+
+def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A claimant with no HTTPRoute yet, as Envoy Gateway will sort it once it has one: by its
+    AIGatewayRoute's creation time where the Object observed it, else the Object's (the API server
+    always sets it), then namespace and name."""
     target = readiness.get_path(readiness.observed_manifest(obj), "metadata", "creationTimestamp")
     stamp = (
         target if isinstance(target, str) else str(readiness.get_path(obj, "metadata", "creationTimestamp"))
     )
-    named = readiness.get_path(obj, "spec", "forProvider", "manifest", "metadata")
-    if not isinstance(named, Mapping):  # an Object without its manifest: its own names, as before
-        named = obj.get("metadata") or {}
-    return stamp, str(named.get("namespace")), str(named.get("name"))
+    return (stamp, *_target(obj))
 
 
 def _route(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -72,22 +83,73 @@ def _route(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace")), str(labels.get(_COMPOSITE))
 
 
-def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], namespace: str, xr_name: str) -> str | None:
-    """`<namespace>/<ModelRoute>` of an older route holding this route's model, or None.
+def _httproute_key(target: tuple[str, str]) -> str:
+    # Kubernetes names hold no "/", so the key names one HTTPRoute.
+    return f"{REQUIREMENT}/{target[0]}/{target[1]}"
+
+
+def _contenders(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], ours: tuple[str, str]
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(the other claimants, this route's own Objects) as Crossplane listed them."""
+    listed = required.get(REQUIREMENT, ())
+    others = [o for o in listed if _route(o) != ours]
+    mine = [o for o in listed if _route(o) == ours]
+    return others, mine
+
+
+def requirements(
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
+    value: str,
+    ours: tuple[str, str],
+    our_target: tuple[str, str],
+) -> dict[str, Requirement]:
+    """The claimants, by label in every namespace; while another route claims the model, each
+    claimant's HTTPRoute by name, this route's own included. Uncontested, nothing more is read:
+    no HTTPRoute list for a gateway of distinct models."""
+    wanted = {REQUIREMENT: requirement(value)}
+    others, _ = _contenders(required, ours)
+    if others:
+        for target in sorted({our_target, *(_target(o) for o in others)}):
+            wanted[_httproute_key(target)] = Requirement(
+                api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
+            )
+    return wanted
+
+
+def holder(
+    required: Mapping[str, Sequence[Mapping[str, Any]]],
+    ours: tuple[str, str],
+    our_target: tuple[str, str],
+) -> str | None:
+    """`<namespace>/<ModelRoute>` of a route whose HTTPRoute Envoy Gateway sorts before this
+    route's, or None.
 
     None too when Crossplane has not fetched the claimants yet (the first call
-    of a reconcile), so nothing is judged on what was not read. A route whose
-    own Object does not exist yet is younger than every claimant there is.
+    of a reconcile), so nothing is judged on what was not read. A route with
+    no HTTPRoute yet sorts after every route that has one: Envoy serves it
+    nothing until then. A claimant whose HTTPRoute was asked for and not yet
+    read (a call Crossplane repeats with it) holds the model: fail closed.
     """
     if REQUIREMENT not in required:
         return None
-    ours = (namespace, xr_name)
-    listed = required[REQUIREMENT]
-    others = [o for o in listed if _route(o) != ours]
+    others, mine = _contenders(required, ours)
     if not others:
         return None
-    oldest = min(others, key=_age)
-    mine = [o for o in listed if _route(o) == ours]
-    if mine and _age(mine[0]) < _age(oldest):
-        return None
-    return "/".join(_route(oldest))
+
+    def order(target: tuple[str, str], objects: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
+        found = required.get(_httproute_key(target))
+        if found is None:
+            return None
+        if found:
+            return (0, str(readiness.get_path(found[0], "metadata", "creationTimestamp")), *target)
+        if objects:
+            return (1, *_age(objects[0]))
+        return (2,)  # no Object either: created after every claimant there is
+
+    ranked = [(rank, o) for o in others if (rank := order(_target(o), [o])) is not None]
+    mine_rank = order(our_target, mine)
+    if len(ranked) < len(others) or mine_rank is None:  # not all read: the oldest by what was
+        return "/".join(_route(min(others, key=_age)))
+    rank, first = min(ranked, key=lambda pair: pair[0])
+    return "/".join(_route(first)) if rank < mine_rank else None

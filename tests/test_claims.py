@@ -1,4 +1,5 @@
-"""Who holds a model name on a gateway: the oldest route claiming it; a younger one says whose it is."""
+"""Who holds a model name on a gateway: the route whose HTTPRoute Envoy Gateway sorts first; any other
+says whose it is."""
 
 from __future__ import annotations
 
@@ -60,6 +61,31 @@ def claimant(
     return obj
 
 
+def httproute(namespace: str, name: str, created: str) -> dict[str, Any]:
+    """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+    }
+
+
+def fetched(
+    required: dict[str, Any], wanted: dict[str, Any], httproutes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What Crossplane hands the next call: each HTTPRoute the function asked for by name, found
+    among `httproutes` or absent (an empty list, as a name not found is handed)."""
+    required = dict(required)
+    for key, req in wanted.items():
+        if req.kind == "HTTPRoute":
+            required[key] = [
+                h
+                for h in httproutes
+                if (h["metadata"]["namespace"], h["metadata"]["name"]) == (req.namespace, req.name)
+            ]
+    return required
+
+
 def _without_manifest(obj: dict[str, Any]) -> dict[str, Any]:
     del obj["spec"]
     return obj
@@ -67,6 +93,7 @@ def _without_manifest(obj: dict[str, Any]) -> dict[str, Any]:
 
 MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target=OUR_TARGET)
 
+# Before any HTTPRoute exists (Envoy AI Gateway behind), the AIGatewayRoutes' ages stand for them.
 CASES = [
     pytest.param(
         None, RoutingReason.AVAILABLE, "", id="claimants not fetched yet (a first call) judge nothing"
@@ -114,7 +141,7 @@ CASES = [
         ],
         RoutingReason.AVAILABLE,
         "",
-        id="the AIGatewayRoutes' own creation times decide, not their Objects'",
+        id="without HTTPRoutes, the AIGatewayRoutes' own creation times decide, not their Objects'",
     ),
     pytest.param(
         [claimant("team-0", "z-route", "zed", "2026-11-29T12:00:00Z"), MINE],
@@ -167,17 +194,154 @@ CASES = [
 ]
 
 
+T_OTHER = ("team-b", "other-0123abcd")
+OTHER = claimant("team-b", "other-route", "other", "2026-11-29T13:00:00Z")
+OLD_OTHER = claimant("team-b", "other-route", "other", "2026-11-29T11:00:00Z")
+OUR_HTTPROUTE = ("team-a", OUR_TARGET)
+
+HTTPROUTE_CASES = [
+    pytest.param(
+        [MINE, OTHER],
+        [httproute(*T_OTHER, "2026-11-29T13:00:05Z")],
+        RoutingReason.MODEL_CLAIMED,
+        "team-b/other, which is older",
+        id="an older AIGatewayRoute whose HTTPRoute is not made yet does not hold a model another's HTTPRoute serves",
+    ),
+    pytest.param(
+        [MINE, OTHER],
+        [httproute(*OUR_HTTPROUTE, "2026-11-29T14:00:00Z"), httproute(*T_OTHER, "2026-11-29T13:00:05Z")],
+        RoutingReason.MODEL_CLAIMED,
+        "team-b/other",
+        id="an HTTPRoute made again after a younger route's does not hold the model",
+    ),
+    pytest.param(
+        [MINE, OLD_OTHER],
+        [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"), httproute(*T_OTHER, "2026-11-29T12:00:02Z")],
+        RoutingReason.AVAILABLE,
+        "",
+        id="an older HTTPRoute holds the model though its AIGatewayRoute is younger",
+    ),
+    pytest.param(
+        [MINE, OLD_OTHER],
+        [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z")],
+        RoutingReason.AVAILABLE,
+        "",
+        id="an HTTPRoute holds the model against an older AIGatewayRoute that has none",
+    ),
+    pytest.param(
+        [MINE, claimant("team-0", "z-route", "zed", "2026-11-29T13:00:00Z")],
+        [
+            httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+            httproute("team-0", "zed-0123abcd", "2026-11-29T12:00:01Z"),
+        ],
+        RoutingReason.MODEL_CLAIMED,
+        "team-0/zed",
+        id="of two HTTPRoutes made in the same second, the first by namespace holds the model",
+    ),
+    pytest.param(
+        [MINE, claimant("team-a", "a-route", "ay", "2026-11-29T11:00:00Z", target="zz-0123abcd")],
+        [
+            httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+            httproute("team-a", "zz-0123abcd", "2026-11-29T12:00:01Z"),
+        ],
+        RoutingReason.AVAILABLE,
+        "",
+        id="of two HTTPRoutes made in the same second in one namespace, a later name does not hold the model",
+    ),
+    pytest.param(
+        [OTHER],
+        [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"), httproute(*T_OTHER, "2026-11-29T13:00:05Z")],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a route whose Object is not listed yet holds the model by its HTTPRoute",
+    ),
+    pytest.param(
+        [claimant("team-b", "b-route", "b", "2026-11-29T13:00:00Z"), OTHER, MINE],
+        [
+            httproute("team-b", "b-0123abcd", "2026-11-29T15:00:00Z"),
+            httproute(*T_OTHER, "2026-11-29T14:00:00Z"),
+        ],
+        RoutingReason.MODEL_CLAIMED,
+        "team-b/other",
+        id="of several claimants the one whose HTTPRoute is oldest is named",
+    ),
+]
+
+
+def _compose_as_crossplane(listed: list[dict[str, Any]] | None, httproutes: list[dict[str, Any]]) -> Any:
+    """Call, fetch what the call asked for, call again: the calls Crossplane makes in one reconcile."""
+    required = gw_required(READY_GW)
+    if listed is None:
+        return compose(XR, ROUTE_INPUT, COMPOSED, required)
+    required = {**required, claims.REQUIREMENT: copy.deepcopy(listed)}
+    first = compose(XR, ROUTE_INPUT, COMPOSED, required)
+    required = fetched(required, first.requirements, httproutes)
+    last = compose(XR, ROUTE_INPUT, COMPOSED, required)
+    assert last.requirements == first.requirements, "what it asks for is stable once fetched"
+    return last
+
+
 @pytest.mark.parametrize(("listed", "reason", "words"), CASES)
-def test_the_oldest_route_of_a_model_holds_it(
+def test_before_any_httproute_the_oldest_aigatewayroute_holds_a_model(
     listed: list[dict[str, Any]] | None, reason: RoutingReason, words: str
 ) -> None:
-    required = gw_required(READY_GW)
-    if listed is not None:
-        required = {**required, claims.REQUIREMENT: copy.deepcopy(listed)}
-    got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
+    got = said(_compose_as_crossplane(listed, []), "RoutingReady")
     assert got.reason == reason
     assert got.ready is (reason is RoutingReason.AVAILABLE)
     assert words in got.message
+
+
+@pytest.mark.parametrize(("listed", "httproutes", "reason", "words"), HTTPROUTE_CASES)
+def test_the_route_whose_httproute_envoy_gateway_sorts_first_holds_a_model(
+    listed: list[dict[str, Any]], httproutes: list[dict[str, Any]], reason: RoutingReason, words: str
+) -> None:
+    got = said(_compose_as_crossplane(listed, httproutes), "RoutingReady")
+    assert got.reason == reason
+    assert got.ready is (reason is RoutingReason.AVAILABLE)
+    assert words in got.message
+
+
+@pytest.mark.parametrize(
+    "unread",
+    [
+        pytest.param(
+            ("team-b", "other-0123abcd"), id="another claimant's HTTPRoute not read yet: it holds the model"
+        ),
+        pytest.param(
+            ("team-a", OUR_TARGET), id="this route's own HTTPRoute not read yet: the other holds the model"
+        ),
+    ],
+)
+def test_a_claim_judged_before_its_httproutes_are_read_fails_closed(unread: tuple[str, str]) -> None:
+    # The younger AIGatewayRoute's HTTPRoute is the older: this route would hold the model, once read.
+    listed = [MINE, OTHER]
+    routes = [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"), httproute(*T_OTHER, "2026-11-29T13:00:05Z")]
+    required = {**gw_required(READY_GW), claims.REQUIREMENT: copy.deepcopy(listed)}
+    required = fetched(required, compose(XR, ROUTE_INPUT, COMPOSED, required).requirements, routes)
+    assert said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady").ready
+    del required[f"{claims.REQUIREMENT}/{unread[0]}/{unread[1]}"]
+    got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
+    assert (got.ready, got.reason) == (False, RoutingReason.MODEL_CLAIMED)
+    assert "team-b/other" in got.message
+
+
+def test_a_contested_model_asks_for_every_claimant_s_httproute_by_name_and_an_uncontested_one_for_none() -> (
+    None
+):
+    alone = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    assert not [
+        r for r in compose(XR, ROUTE_INPUT, COMPOSED, alone).requirements.values() if r.kind == "HTTPRoute"
+    ]
+    contested = {**alone, claims.REQUIREMENT: [copy.deepcopy(OTHER), copy.deepcopy(MINE)]}
+    asked = [
+        (r.api_version, r.namespace, r.name, r.labels)
+        for r in compose(XR, ROUTE_INPUT, COMPOSED, contested).requirements.values()
+        if r.kind == "HTTPRoute"
+    ]
+    assert sorted(asked) == [
+        ("gateway.networking.k8s.io/v1", "team-a", OUR_TARGET, ()),
+        ("gateway.networking.k8s.io/v1", "team-b", "other-0123abcd", ()),
+    ]
 
 
 def test_the_claim_is_asked_for_by_label_in_every_namespace_and_carried_by_the_route() -> None:

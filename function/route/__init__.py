@@ -218,7 +218,7 @@ def compose(
     gateway_wanted = gateway_requirements(required, ref)
     outcome = Outcome(
         requirements=gateway_wanted
-        | {claims.REQUIREMENT: claims.requirement(plan.claim)}
+        | claims.requirements(required, plan.claim, *plan.claimant)
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)

@@ -70,6 +70,12 @@ class RoutePlan:
         return claims.claim(ref.namespace or self.xr_namespace, ref.name, self.model)
 
     @property
+    def claimant(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """(namespace, ModelRoute) and (namespace, AIGatewayRoute) of this route, as claims.py reads
+        every claimant of its model."""
+        return (self.xr_namespace, self.xr_name), (self.xr_namespace, self.route_name)
+
+    @property
     def route_name(self) -> str:
         return self._held(ROUTE, naming.unique_name(self.xr_name, identity=("route",)))
 

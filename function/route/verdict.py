@@ -101,14 +101,15 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"(allowedRoutes Same): Envoy Gateway refuses this route (NotAllowedByListeners) and serves "
             "none of its requests, while Envoy AI Gateway still says Accepted",
         )
-    held_by = claims.holder(required, plan.xr_namespace, plan.xr_name)
+    held_by = claims.holder(required, *plan.claimant)
     if held_by is not None:
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.MODEL_CLAIMED,
             f"model {plan.model} on {where} is already routed by ModelRoute {held_by}, which is older: "
-            "Envoy serves the oldest route of a model, so this one's backends get none of its requests",
+            "Envoy serves only the route of a model whose HTTPRoute Envoy Gateway sorts first (the oldest), "
+            "so this one's backends get none of its requests",
         )
     # Before Accepted: upstream accepts the policies and Backends whatever these say.
     fails_over = readiness.in_effect_as_composed(observed.get(TRAFFIC_POLICY), composed[TRAFFIC_POLICY])
