@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from function import api
+from function import api, claims
 from function.api import Input
 from tests import route_support, test_gateway
 from tests.real import versions
@@ -406,3 +406,27 @@ def test_every_default_satisfies_the_rules_of_its_own_schema(overlay: str) -> No
         check_rules(node, node["default"], report, path)
     assert report.errors == []
     assert report.rules_evaluated > 0 or overlay == "input-crd.yaml"
+
+
+def test_crossplane_may_read_the_httproutes_a_contested_model_requires() -> None:
+    """Crossplane's Helm chart grants it nothing in gateway.networking.k8s.io; the shipped RBAC
+    aggregates what the claims need into its ClusterRole (crossplane v2.4.0
+    cluster/charts/crossplane/templates/clusterrole.yaml aggregates this label)."""
+    docs = load_yaml(EXAMPLES / "install" / "rbac.yaml")
+    aggregated = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole"
+        and (d["metadata"].get("labels") or {}).get("rbac.crossplane.io/aggregate-to-crossplane") == "true"
+    ]
+    granted = {
+        (group, resource, verb)
+        for role in aggregated
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    api_version = claims.HTTPROUTE_API_VERSION
+    for verb in ("get", "list", "watch"):  # Crossplane reads required resources through its cache
+        assert (api_version.split("/")[0], "httproutes", verb) in granted

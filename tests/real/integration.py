@@ -67,6 +67,7 @@ from tests.real.scenarios_route import (
     backend_scaled_to_zero,
     gateway_rate_limit,
     missing_secret,
+    model_claim_httproute_remade,
     model_claimed,
     model_route,
     model_taken_over,
@@ -135,6 +136,7 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     auth_removal_stuck,
     # Review's question of a takeover, answered on the real stack: no lie without a hold.
     model_taken_over,
+    model_claim_httproute_remade,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
 ]

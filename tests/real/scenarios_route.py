@@ -819,6 +819,104 @@ def model_taken_over(env: Env, r: Report) -> None:
         server.stop()
 
 
+def model_claim_httproute_remade(env: Env, r: Report) -> None:
+    """Security (found in review): Envoy serves the route of a model whose HTTPRoute Envoy Gateway
+    sorts first, and the HTTPRoutes' ages need not follow the AIGatewayRoutes'. The older of two
+    routes of one model loses its HTTPRoute; Envoy AI Gateway makes it again, now the younger, and
+    Envoy sends the model's requests to the other team's backend. The older must stop saying True
+    (ModelClaimed, naming the other) while its own server gets none of the model's requests, and the
+    younger say True. Judged every second: a request, whose server answered it, what each says."""
+    model = "remade-model"
+    older, younger = (ROUTE[0], "remade-old"), ("team-b", "remade-new")
+    own = Upstream("remade", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+    try:
+        env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
+        host = "vllm.team-a.svc.cluster.local"
+        env.kube.apply(
+            model_route_doc(
+                older, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
+            )
+        )
+        wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
+        env.kube.apply(
+            model_route_doc(
+                younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
+            )
+        )
+        wait(
+            "the younger route ModelClaimed",
+            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
+            CONVERGE_S,
+        )
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        before = len(own.seen)
+        assert chat(port, model).ok
+        assert len(own.seen) > before, "the older route's server serves the model"
+        [route] = [
+            a
+            for a in env.kube.list("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute", older[0])
+            if any(
+                h.get("value") == model
+                for rule in a["spec"]["rules"]
+                for m in rule.get("matches") or []
+                for h in m.get("headers") or []
+            )
+        ]
+        name = route["metadata"]["name"]
+        # Made again in the same second as the other's, team-a's would still sort first (by namespace):
+        # the first run of this scenario met exactly that, and the function rightly kept it the holder.
+        wait(
+            "the younger route's HTTPRoute made",
+            lambda: any(
+                h["metadata"]["name"].startswith(younger[1])
+                for h in env.kube.list("gateway.networking.k8s.io/v1", "HTTPRoute", younger[0])
+            ),
+            CONVERGE_S,
+        )
+        time.sleep(2)
+        env.kube.delete("gateway.networking.k8s.io/v1", "HTTPRoute", name, older[0])
+        deleted_at = time.time()
+        lying = 0
+        while True:
+            elapsed = time.time() - deleted_at
+            assert elapsed < CONVERGE_S, (
+                f"the older route still says {condition(env.route(*older), 'RoutingReady')} {elapsed:.0f} s "
+                f"after its HTTPRoute was made again, younger than the other's ({lying} s while its server "
+                "got none of the model's requests)"
+            )
+            before = len(own.seen)
+            answer = chat(port, model)
+            ours = len(own.seen) > before
+            says = true(env.route(*older), "RoutingReady")
+            lying += says and answer.ok and not ours
+            if not says and true(env.route(*younger), "RoutingReady") and answer.ok and not ours:
+                break
+            time.sleep(1)
+        took = time.time() - deleted_at
+        claimed = condition(env.route(*older), "RoutingReady")
+        assert claimed.get("reason") == "ModelClaimed", claimed
+        assert f"{younger[0]}/{younger[1]}" in claimed["message"], claimed
+        remade = env.kube.get("gateway.networking.k8s.io/v1", "HTTPRoute", name, older[0])
+        assert remade is not None, "Envoy AI Gateway made the HTTPRoute again"
+        assert lying <= 2, (
+            f"the older route said True for {lying} s while another team's backend got its requests"
+        )
+        r.lags.append(took)
+        r.notes.append(
+            f"the older route's HTTPRoute made again: it said ModelClaimed and the younger True {took:.0f} s "
+            f"later; {lying} s True while the other's backend answered"
+        )
+        for where in (older, younger):
+            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait(
+            "both ModelRoutes gone",
+            lambda: env.route(*older) is None and env.route(*younger) is None,
+            CONVERGE_S,
+        )
+    finally:
+        own.stop()
+
+
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
     """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
     is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
