@@ -109,11 +109,10 @@ def requirements(
     no HTTPRoute list for a gateway of distinct models."""
     wanted = {REQUIREMENT: requirement(value)}
     others, _ = _contenders(required, ours)
-    if others:
-        for target in sorted({our_target, *(_target(o) for o in others)}):
-            wanted[_httproute_key(target)] = Requirement(
-                api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
-            )
+    for target in [our_target, *map(_target, others)] if others else []:
+        wanted[_httproute_key(target)] = Requirement(
+            api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
+        )
     return wanted
 
 
@@ -151,5 +150,5 @@ def holder(
     mine_rank = order(our_target, mine)
     if len(ranked) < len(others) or mine_rank is None:  # not all read: the oldest by what was
         return "/".join(_route(min(others, key=_age)))
-    rank, first = min(ranked, key=lambda pair: pair[0])
-    return "/".join(_route(first)) if rank < mine_rank else None
+    _, first = min([*ranked, (mine_rank, None)], key=lambda pair: pair[0])
+    return None if first is None else "/".join(_route(first))

@@ -879,7 +879,7 @@ def model_claim_httproute_remade(env: Env, r: Report) -> None:
         lying = 0
         while True:
             elapsed = time.time() - deleted_at
-            assert elapsed < CONVERGE_S, (
+            assert elapsed < 90, (  # 17 s on the first run of the code that judges HTTPRoutes
                 f"the older route still says {condition(env.route(*older), 'RoutingReady')} {elapsed:.0f} s "
                 f"after its HTTPRoute was made again, younger than the other's ({lying} s while its server "
                 "got none of the model's requests)"
