@@ -113,7 +113,8 @@ SCENARIOS: list[Callable[[Env, Report], None]] = [
     service_backend_status_dropped,
     traffic_policy_conflicted,
     gateway_rate_limit,
-    model_claimed,
+    # Security: who holds a model, as Envoy decides it (it also runs model_claimed's checks).
+    model_claim_httproute_remade,
     upgraded_from_v0_1_0,
     model_swapped,
     model_renamed,
@@ -136,7 +137,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     auth_removal_stuck,
     # Review's question of a takeover, answered on the real stack: no lie without a hold.
     model_taken_over,
-    model_claim_httproute_remade,
+    # The squat with nothing behind it: model_claim_httproute_remade checks the same claim first.
+    model_claimed,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
 ]

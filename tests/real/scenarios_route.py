@@ -843,11 +843,14 @@ def model_claim_httproute_remade(env: Env, r: Report) -> None:
                 younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
             )
         )
-        wait(
+        said = wait(
             "the younger route ModelClaimed",
-            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
+            lambda: (
+                (c := condition(env.route(*younger), "RoutingReady")).get("reason") == "ModelClaimed" and c
+            ),
             CONVERGE_S,
         )
+        assert f"ModelRoute {older[0]}/{older[1]}" in said["message"], said
         port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
         before = len(own.seen)
         assert chat(port, model).ok
