@@ -381,3 +381,26 @@ def test_a_claim_s_label_value_does_not_change_between_versions() -> None:
     assert claims.claim("platform", "inference", "meta-llama/Llama-3.1-8B-Instruct") == (
         "996c2a1609a7102151e41e9537e8dda7"
     )
+
+
+def test_one_reconcile_from_nothing_read_asks_for_the_claimants_then_their_httproutes_then_settles() -> None:
+    """The calls Crossplane makes: nothing required yet, then what the first asked for, and so on
+    until what a call asks for is what it was handed (crossplane v2.4.0 `required_resources.go`)."""
+    listed = [copy.deepcopy(MINE), copy.deepcopy(OTHER)]
+    routes = [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"), httproute(*T_OTHER, "2026-11-29T13:00:05Z")]
+    required: dict[str, Any] = {}
+    asked: list[set[str]] = []
+    for _ in range(5):
+        outcome = compose(XR, ROUTE_INPUT, COMPOSED, required)
+        asked.append(set(outcome.requirements))
+        if asked[-1] == set(required):
+            break
+        required = fetched(
+            {**gw_required(READY_GW), claims.REQUIREMENT: listed}, outcome.requirements, routes
+        )
+        required = {key: required.get(key, []) for key in outcome.requirements}
+    assert len(asked) == 3, asked
+    assert not any(key.startswith(claims.REQUIREMENT + "/") for key in asked[0] | asked[1] - asked[2])
+    # Its HTTPRoute is the older: it holds the model, and is judged on (the key Secret its backend
+    # names is not among what this test hands over, so the next check says so).
+    assert said(outcome, "RoutingReady").reason is RoutingReason.REFERENCE_NOT_FOUND
