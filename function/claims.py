@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from function import readiness
 from function.objects import OBJECT_API_VERSION
 from function.outcome import Requirement
+from function.upstream import MODEL_HEADER
 
 # The requirement key under which Crossplane hands us the claimants.
 REQUIREMENT = "model-claims"
@@ -38,6 +40,20 @@ _COMPOSITE = "crossplane.io/composite"
 # What Envoy AI Gateway makes of each AIGatewayRoute, and Envoy Gateway sorts.
 HTTPROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
 HTTPROUTE_KIND = "HTTPRoute"
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """This route, as the claims read it."""
+
+    route: tuple[str, str]  # (namespace, ModelRoute)
+    target: tuple[str, str]  # (namespace, AIGatewayRoute), and so of its HTTPRoute
+    gateway: tuple[str, str]  # (namespace, InferenceGateway)
+    model: str
+
+    @property
+    def value(self) -> str:
+        return claim(*self.gateway, self.model)
 
 
 def claim(gateway_namespace: str, gateway_name: str, model: str) -> str:
@@ -88,6 +104,62 @@ def _httproute_key(target: tuple[str, str]) -> str:
     return f"{REQUIREMENT}/{target[0]}/{target[1]}"
 
 
+def applied(route_object: Mapping[str, Any] | None) -> Any:
+    """The claim a route's observed Object carries now (None before it exists)."""
+    return readiness.get_path(route_object, "metadata", "labels", LABEL)
+
+
+def _served(httproute: Mapping[str, Any]) -> set[str]:
+    """The models an HTTPRoute matches: the model header Envoy AI Gateway copies from its
+    AIGatewayRoute's rules (v1.1.0 `newHTTPRoute`), exact matches only, as this function writes them."""
+    return {
+        str(header.get("value"))
+        for rule in readiness.get_path(httproute, "spec", "rules") or ()
+        for match in (rule.get("matches") or ())
+        if isinstance(rule, Mapping)
+        for header in (match.get("headers") or ())
+        if isinstance(match, Mapping)
+        if isinstance(header, Mapping)
+        and str(header.get("name", "")).lower() == MODEL_HEADER
+        and header.get("type", "Exact") == "Exact"
+    }
+
+
+def _serves(found: Sequence[Mapping[str, Any]], model: str) -> bool:
+    return bool(found) and model in _served(found[0])
+
+
+def still_routed(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any
+) -> str | None:
+    """After this route's model changed: the model its HTTPRoute still routes in its place ("" while
+    that HTTPRoute is not read yet), or None once it routes this one, or none at all.
+
+    `applied` is the claim its Object carries now. Until Envoy AI Gateway
+    makes the HTTPRoute of the new spec (never, while an AIServiceBackend the
+    route names is missing: `newHTTPRoute` fails and the HTTPRoute is left as
+    it was), Envoy routes the old model here; found in review.
+    """
+    if not isinstance(applied, str) or applied == me.value:
+        return None
+    found = required.get(_httproute_key(me.target))
+    if found is None:
+        return ""
+    served = _served(found[0]) if found else set()
+    if not served or me.model in served:
+        return None
+    return min(served)
+
+
+def label(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any) -> str:
+    """The claim this route's Object carries: of the model its HTTPRoute still routes after a rename,
+    so that routes of that model go on finding it until Envoy stops routing it here; else its own."""
+    old = still_routed(required, me, applied)
+    if old is None:
+        return me.value
+    return claim(*me.gateway, old) if old else str(applied)
+
+
 def _contenders(
     required: Mapping[str, Sequence[Mapping[str, Any]]], ours: tuple[str, str]
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
@@ -99,40 +171,36 @@ def _contenders(
 
 
 def requirements(
-    required: Mapping[str, Sequence[Mapping[str, Any]]],
-    value: str,
-    ours: tuple[str, str],
-    our_target: tuple[str, str],
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any
 ) -> dict[str, Requirement]:
     """The claimants, by label in every namespace; while another route claims the model, each
-    claimant's HTTPRoute by name, this route's own included. Uncontested, nothing more is read:
-    no HTTPRoute list for a gateway of distinct models."""
-    wanted = {REQUIREMENT: requirement(value)}
-    others, _ = _contenders(required, ours)
-    for target in [our_target, *map(_target, others)] if others else []:
+    claimant's HTTPRoute by name, this route's own included; after this route's model changed, its
+    own. Uncontested and unchanged, nothing more is read: no HTTPRoute for a gateway of distinct
+    models."""
+    wanted = {REQUIREMENT: requirement(me.value)}
+    others, _ = _contenders(required, me.route)
+    renamed = isinstance(applied, str) and applied != me.value
+    for target in [me.target, *map(_target, others)] if others or renamed else []:
         wanted[_httproute_key(target)] = Requirement(
             api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
         )
     return wanted
 
 
-def holder(
-    required: Mapping[str, Sequence[Mapping[str, Any]]],
-    ours: tuple[str, str],
-    our_target: tuple[str, str],
-) -> str | None:
+def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) -> str | None:
     """`<namespace>/<ModelRoute>` of a route whose HTTPRoute Envoy Gateway sorts before this
     route's, or None.
 
     None too when Crossplane has not fetched the claimants yet (the first call
-    of a reconcile), so nothing is judged on what was not read. A route with
-    no HTTPRoute yet sorts after every route that has one: Envoy serves it
-    nothing until then. A claimant whose HTTPRoute was asked for and not yet
-    read (a call Crossplane repeats with it) holds the model: fail closed.
+    of a reconcile), so nothing is judged on what was not read. An HTTPRoute
+    counts only while it matches the model; a route with none yet sorts after
+    every route that has one: Envoy serves it nothing until then. A claimant
+    whose HTTPRoute was asked for and not yet read (a call Crossplane repeats
+    with it) holds the model: fail closed.
     """
     if REQUIREMENT not in required:
         return None
-    others, mine = _contenders(required, ours)
+    others, mine = _contenders(required, me.route)
     if not others:
         return None
 
@@ -140,14 +208,14 @@ def holder(
         found = required.get(_httproute_key(target))
         if found is None:
             return None
-        if found:
+        if _serves(found, me.model):
             return (0, str(readiness.get_path(found[0], "metadata", "creationTimestamp")), *target)
         if objects:
             return (1, *_age(objects[0]))
         return (2,)  # no Object either: created after every claimant there is
 
     ranked = [(rank, o) for o in others if (rank := order(_target(o), [o])) is not None]
-    mine_rank = order(our_target, mine)
+    mine_rank = order(me.target, mine)
     if len(ranked) < len(others) or mine_rank is None:  # not all read: the oldest by what was
         return "/".join(_route(min(others, key=_age)))
     _, first = min([*ranked, (mine_rank, None)], key=lambda pair: pair[0])

@@ -61,12 +61,27 @@ def claimant(
     return obj
 
 
-def httproute(namespace: str, name: str, created: str) -> dict[str, Any]:
-    """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name."""
+def httproute(namespace: str, name: str, created: str, model: str = XR["spec"]["model"]) -> dict[str, Any]:
+    """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name, a rule
+    matching the model header as the route's does, and the catch-all it adds (v1.1.0 `newHTTPRoute`)."""
+    root = {"type": "PathPrefix", "value": "/"}
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "spec": {
+            "rules": [
+                {
+                    "matches": [
+                        {
+                            "headers": [{"type": "Exact", "name": "x-ai-eg-model", "value": model}],
+                            "path": root,
+                        }
+                    ]
+                },
+                {"name": "route-not-found", "matches": [{"path": root}]},
+            ]
+        },
     }
 
 
@@ -404,3 +419,106 @@ def test_one_reconcile_from_nothing_read_asks_for_the_claimants_then_their_httpr
     # Its HTTPRoute is the older: it holds the model, and is judged on (the key Secret its backend
     # names is not among what this test hands over, so the next check says so).
     assert said(outcome, "RoutingReady").reason is RoutingReason.REFERENCE_NOT_FOUND
+
+
+def _renamed_from(model: str) -> dict[str, Any]:
+    """The route's observed resources while its Object still carries the claim of `model`."""
+    observed = copy.deepcopy(COMPOSED)
+    observed["route"]["metadata"].setdefault("labels", {})[claims.LABEL] = claims.claim(
+        "platform", "inference", model
+    )
+    return observed
+
+
+ALL_OURS = ("team-a", OUR_TARGET)
+WANT = XR["spec"]["model"]
+
+
+@pytest.mark.parametrize(
+    ("was", "routes", "label_of", "reason", "words"),
+    [
+        pytest.param(
+            "old-model",
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "old-model")],
+            "old-model",
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "its HTTPRoute still routes model old-model in place of " + WANT,
+            id="a renamed route whose HTTPRoute still routes the old model keeps that claim and is not ready",
+        ),
+        pytest.param(
+            "old-model",
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z")],
+            WANT,
+            RoutingReason.AVAILABLE,
+            "",
+            id="a renamed route whose HTTPRoute routes the new model claims it",
+        ),
+        pytest.param(
+            "old-model",
+            [],
+            WANT,
+            RoutingReason.AVAILABLE,
+            "",
+            id="a renamed route with no HTTPRoute routes nothing, and claims the new model",
+        ),
+        pytest.param(
+            "first-model",
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "second-model")],
+            "second-model",
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "still routes model second-model",
+            id="renamed twice, a route claims the model its HTTPRoute routes, not the one its Object carried",
+        ),
+        pytest.param(
+            None,
+            [],
+            WANT,
+            RoutingReason.AVAILABLE,
+            "",
+            id="a route whose Object carries no claim yet claims its model",
+        ),
+    ],
+)
+def test_a_renamed_route_keeps_the_claim_its_httproute_still_routes(
+    was: str | None, routes: list[dict[str, Any]], label_of: str, reason: RoutingReason, words: str
+) -> None:
+    observed = _renamed_from(was) if was is not None else copy.deepcopy(COMPOSED)
+    if was is None:
+        observed["route"]["metadata"].get("labels", {}).pop(claims.LABEL, None)
+    required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    first = compose(XR, ROUTE_INPUT, observed, required)
+    asked = [r for r in first.requirements.values() if r.kind == "HTTPRoute"]
+    assert [(r.namespace, r.name) for r in asked] == ([ALL_OURS] if was is not None else [])
+    last = compose(XR, ROUTE_INPUT, observed, fetched(required, first.requirements, routes))
+    assert last.requirements == first.requirements
+    assert last.resources["route"]["metadata"]["labels"] == {
+        claims.LABEL: claims.claim("platform", "inference", label_of)
+    }
+    got = said(last, "RoutingReady")
+    assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE)
+    assert words in got.message
+
+
+def test_a_renamed_route_whose_httproute_is_not_read_yet_keeps_its_claim_and_is_not_ready() -> None:
+    observed = _renamed_from("old-model")
+    required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    got = compose(XR, ROUTE_INPUT, observed, required)
+    assert got.resources["route"]["metadata"]["labels"] == observed["route"]["metadata"]["labels"]
+    verdict = said(got, "RoutingReady")
+    assert (verdict.reason, verdict.ready) == (RoutingReason.ROUTE_NOT_ACCEPTED, False)
+    assert "not read yet" in verdict.message
+
+
+def test_an_httproute_that_no_longer_matches_the_model_does_not_hold_it() -> None:
+    # The other route's HTTPRoute is the older, but routes another model now: Envoy serves this one.
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", "another-model"),
+    ]
+    got = said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady")
+    assert (got.reason, got.ready) == (RoutingReason.AVAILABLE, True)
+    routes[1] = httproute(*T_OTHER, "2026-11-29T11:00:00Z")
+    assert (
+        said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady").reason
+        is RoutingReason.MODEL_CLAIMED
+    )

@@ -85,8 +85,9 @@ def build_gateway_observer(plan: RoutePlan, ref: Requirement) -> dict[str, Any]:
     )
 
 
-def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str, Any]]:
-    """Every composed resource of the route, keyed by composition-resource-name."""
+def build_objects(plan: RoutePlan, attachment: Attachment, claim: str) -> dict[str, dict[str, Any]]:
+    """Every composed resource of the route, keyed by composition-resource-name; `claim` labels the
+    route's Object (claims.label)."""
     provider = plan.spec.provider_config_ref
     accepted = cel.condition_true_query(ACCEPTED)
 
@@ -101,7 +102,7 @@ def build_objects(plan: RoutePlan, attachment: Attachment) -> dict[str, dict[str
 
     objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
     # What other routes claiming this model on this gateway find it by (function/claims.py).
-    objects[ROUTE]["metadata"]["labels"] = {claims.LABEL: plan.claim}
+    objects[ROUTE]["metadata"]["labels"] = {claims.LABEL: claim}
     # Judged and watched: a policy Envoy Gateway does not accept (Conflicted
     # by an older one on the same HTTPRoute) leaves requests served without
     # retries or ejection, so no fallback; taking_requests reads it.
@@ -218,7 +219,7 @@ def compose(
     gateway_wanted = gateway_requirements(required, ref)
     outcome = Outcome(
         requirements=gateway_wanted
-        | claims.requirements(required, plan.claim, *plan.claimant)
+        | claims.requirements(required, plan.claimant, claims.applied(observed.get(ROUTE)))
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)
@@ -227,7 +228,8 @@ def compose(
     if inp.observe_gateway:
         composed[GATEWAY_OBSERVER] = build_gateway_observer(plan, ref)
     if view.attachment is not None:
-        composed |= build_objects(plan, view.attachment)
+        claim = claims.label(required, plan.claimant, claims.applied(observed.get(ROUTE)))
+        composed |= build_objects(plan, view.attachment, claim)
     outcome.resources = dict(composed)
 
     def unobserved(name: str) -> bool:

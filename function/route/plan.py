@@ -66,14 +66,18 @@ class RoutePlan:
     @property
     def claim(self) -> str:
         """The model on its gateway, as a label value (function/claims.py)."""
-        ref = self.spec.gateway_ref
-        return claims.claim(ref.namespace or self.xr_namespace, ref.name, self.model)
+        return self.claimant.value
 
     @property
-    def claimant(self) -> tuple[tuple[str, str], tuple[str, str]]:
-        """(namespace, ModelRoute) and (namespace, AIGatewayRoute) of this route, as claims.py reads
-        every claimant of its model."""
-        return (self.xr_namespace, self.xr_name), (self.xr_namespace, self.route_name)
+    def claimant(self) -> claims.Claimant:
+        """This route as claims.py reads every claimant of its model."""
+        ref = self.spec.gateway_ref
+        return claims.Claimant(
+            route=(self.xr_namespace, self.xr_name),
+            target=(self.xr_namespace, self.route_name),
+            gateway=(ref.namespace or self.xr_namespace, ref.name),
+            model=self.model,
+        )
 
     @property
     def route_name(self) -> str:

@@ -69,6 +69,7 @@ from tests.real.scenarios_route import (
     missing_secret,
     model_claim_httproute_remade,
     model_claimed,
+    model_renamed_while_ai_gateway_stopped,
     model_route,
     model_taken_over,
     observer_ablation,
@@ -139,6 +140,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     model_taken_over,
     # The squat with nothing behind it: model_claim_httproute_remade checks the same claim first.
     model_claimed,
+    # Envoy AI Gateway hung through a rename: 70 s where `.ci/run` has no room.
+    model_renamed_while_ai_gateway_stopped,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
 ]

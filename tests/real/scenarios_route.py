@@ -22,6 +22,7 @@ from function.route.verdict import CONFIG_LOAD_BOUND
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT, read_gateway
 from tests.real.costs import Meter, Phase, between, decided_true_again, follow_times, noisy_transitions
 from tests.real.dataplane import POD_PROCESS_PREFIX
+from tests.real.envoy import AIGW_CONTROLLER
 from tests.real.harness import (
     AIGW_API,
     CONVERGE_S,
@@ -917,6 +918,94 @@ def model_claim_httproute_remade(env: Env, r: Report) -> None:
             CONVERGE_S,
         )
     finally:
+        own.stop()
+
+
+def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
+    """Security (found in review): a route that renames its model leaves the claim of the old one in
+    its Object's label at once, while Envoy routes the old model to it until Envoy AI Gateway has
+    made its HTTPRoute again (never, while a backend it names is missing). Of two routes of one
+    model, the older (its own server) renames it while Envoy AI Gateway's controller is hung: for
+    30 s Envoy still sends the old model to the older's server, and the younger must not say True
+    (nor the older, for a name Envoy does not route to it yet). Resumed, the younger takes the model
+    and the older its new name."""
+    model, renamed = "held-model", "held-renamed"
+    older, younger = (ROUTE[0], "held-old"), ("team-b", "held-new")
+    own = Upstream("held", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+    controller = env.sup.find(AIGW_CONTROLLER)
+    try:
+        env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
+        host = "vllm.team-a.svc.cluster.local"
+        env.kube.apply(
+            model_route_doc(
+                older, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
+            )
+        )
+        wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
+        env.kube.apply(
+            model_route_doc(
+                younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
+            )
+        )
+        wait(
+            "the younger route ModelClaimed",
+            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
+            CONVERGE_S,
+        )
+        # Past the younger's own configuration hold, so only the claim can hold it back.
+        time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        env.sup.hang(controller)
+        try:
+            env.kube.merge_patch(XR_API, "ModelRoute", older[1], older[0], {"spec": {"model": renamed}})
+            lying = 0
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                before = len(own.seen)
+                answer = chat(port, model)
+                to_older = answer.ok and len(own.seen) > before
+                assert to_older, f"Envoy stopped sending {model} to the older route's server: {answer}"
+                lying += true(env.route(*younger), "RoutingReady")
+                time.sleep(1)
+            young = condition(env.route(*younger), "RoutingReady")
+            old = condition(env.route(*older), "RoutingReady")
+            assert lying == 0, (
+                f"the younger route said True {lying} times while Envoy sent {model} to the older's server: {young}"
+            )
+            assert old.get("status") != "True", (
+                f"the renamed route said True before Envoy routes {renamed}: {old}"
+            )
+        finally:
+            env.sup.resume(controller)
+        resumed = time.time()
+        wait(
+            "the younger route RoutingReady=True",
+            lambda: true(env.route(*younger), "RoutingReady"),
+            CONVERGE_S,
+        )
+        wait(
+            "the renamed route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S
+        )
+        took = time.time() - resumed
+        before = len(own.seen)
+        assert chat(port, model).ok
+        assert len(own.seen) == before, "the younger route's server answers the model now"
+        assert chat(port, renamed).ok
+        assert len(own.seen) > before, "the renamed route's server answers its new name"
+        r.lags.append(took)
+        r.notes.append(
+            f"Envoy AI Gateway hung 30 s through a rename: the younger route said ModelClaimed all along "
+            f"({old.get('reason')} for the renamed one); both True {took:.0f} s after it resumed"
+        )
+        for where in (older, younger):
+            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait(
+            "both ModelRoutes gone",
+            lambda: env.route(*older) is None and env.route(*younger) is None,
+            CONVERGE_S,
+        )
+    finally:
+        env.sup.resume(controller)
         own.stop()
 
 
