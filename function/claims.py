@@ -111,17 +111,14 @@ def applied(route_object: Mapping[str, Any] | None) -> Any:
 
 def _served(httproute: Mapping[str, Any]) -> set[str]:
     """The models an HTTPRoute matches: the model header Envoy AI Gateway copies from its
-    AIGatewayRoute's rules (v1.1.0 `newHTTPRoute`), exact matches only, as this function writes them."""
+    AIGatewayRoute's rules (v1.1.0 `newHTTPRoute`), as this function writes it. The HTTPRoute CRD's
+    schema makes each rule, match and header an object."""
     return {
         str(header.get("value"))
         for rule in readiness.get_path(httproute, "spec", "rules") or ()
-        for match in (rule.get("matches") or ())
-        if isinstance(rule, Mapping)
-        for header in (match.get("headers") or ())
-        if isinstance(match, Mapping)
-        if isinstance(header, Mapping)
-        and str(header.get("name", "")).lower() == MODEL_HEADER
-        and header.get("type", "Exact") == "Exact"
+        for match in rule.get("matches") or ()
+        for header in match.get("headers") or ()
+        if header.get("name") == MODEL_HEADER
     }
 
 
