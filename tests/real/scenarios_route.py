@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -761,75 +762,15 @@ def model_claimed(env: Env, r: Report) -> None:
     wait("the squatting ModelRoute gone", lambda: squatter() is None, CONVERGE_S)
 
 
-def model_taken_over(env: Env, r: Report) -> None:
-    """A ModelRoute kept from its model by an older one (ModelClaimed) takes it over when the older
-    one renames its model. The older one's claim label changes as Crossplane applies its Object, at
-    once; Envoy serves the older route for the old name until provider-kubernetes, Envoy AI Gateway
-    and Envoy Gateway have moved it. Its server has loaded the new name only (404 for the old):
-    the younger must not say True while the model's requests still reach it (the prober judges
-    every second)."""
-    model, renamed = "takeover-model", "takeover-renamed"
-    older, younger = (ROUTE[0], "takeover-old"), ("team-b", "takeover-new")
-    server = Upstream("takeover", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
-    try:
-        env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
-        host = "vllm.team-a.svc.cluster.local"
-        env.kube.apply(
-            model_route_doc(
-                older, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
-            )
-        )
-        wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
-        env.kube.apply(
-            model_route_doc(
-                younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
-            )
-        )
-        wait(
-            "the younger route ModelClaimed",
-            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
-            CONVERGE_S,
-        )
-        # Past the younger's own configuration hold, so only the takeover can hold it back.
-        time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
-        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
-        # The older team's server swaps to the new name as its route is renamed.
-        server.models = [renamed]
-        env.kube.merge_patch(XR_API, "ModelRoute", older[1], older[0], {"spec": {"model": renamed}})
-        renamed_at = time.time()
-        wait(
-            "the younger route RoutingReady=True",
-            lambda: true(env.route(*younger), "RoutingReady"),
-            CONVERGE_S,
-        )
-        took = time.time() - renamed_at
-        assert chat(port, model).ok, "the younger route said True while its model's requests failed"
-        r.lags.append(took)
-        r.notes.append(
-            f"the older route renamed its model: the younger said True {took:.0f} s later, "
-            f"its requests judged every second meanwhile"
-        )
-        for where in (older, younger):
-            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
-        wait(
-            "both ModelRoutes gone",
-            lambda: env.route(*older) is None and env.route(*younger) is None,
-            CONVERGE_S,
-        )
-    finally:
-        server.stop()
-
-
-def model_claim_httproute_remade(env: Env, r: Report) -> None:
-    """Security (found in review): Envoy serves the route of a model whose HTTPRoute Envoy Gateway
-    sorts first, and the HTTPRoutes' ages need not follow the AIGatewayRoutes'. The older of two
-    routes of one model loses its HTTPRoute; Envoy AI Gateway makes it again, now the younger, and
-    Envoy sends the model's requests to the other team's backend. The older must stop saying True
-    (ModelClaimed, naming the other) while its own server gets none of the model's requests, and the
-    younger say True. Judged every second: a request, whose server answered it, what each says."""
-    model = "remade-model"
-    older, younger = (ROUTE[0], "remade-old"), ("team-b", "remade-new")
-    own = Upstream("remade", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+@contextlib.contextmanager
+def two_routes_of_one_model(
+    env: Env, model: str, prefix: str
+) -> Iterator[tuple[Upstream, tuple[str, str], tuple[str, str]]]:
+    """Two ModelRoutes of one model: the older in team-a, with its own server (VLLM_PORT + 2), True;
+    the younger in team-b, on the shared vLLM, ModelClaimed naming the older. Yields (the older's
+    server, older, younger); both routes are deleted after, and the server stopped."""
+    older, younger = (ROUTE[0], f"{prefix}-old"), ("team-b", f"{prefix}-new")
+    server = Upstream(prefix, "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
     try:
         env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
         host = "vllm.team-a.svc.cluster.local"
@@ -852,6 +793,57 @@ def model_claim_httproute_remade(env: Env, r: Report) -> None:
             CONVERGE_S,
         )
         assert f"ModelRoute {older[0]}/{older[1]}" in said["message"], said
+        yield server, older, younger
+        for where in (older, younger):
+            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait(
+            "both ModelRoutes gone",
+            lambda: env.route(*older) is None and env.route(*younger) is None,
+            CONVERGE_S,
+        )
+    finally:
+        server.stop()
+
+
+def model_taken_over(env: Env, r: Report) -> None:
+    """A ModelRoute kept from its model by an older one (ModelClaimed) takes it over when the older
+    one renames its model. The older one's claim label changes as Crossplane applies its Object, at
+    once; Envoy serves the older route for the old name until provider-kubernetes, Envoy AI Gateway
+    and Envoy Gateway have moved it. Its server has loaded the new name only (404 for the old):
+    the younger must not say True while the model's requests still reach it (the prober judges
+    every second)."""
+    model, renamed = "takeover-model", "takeover-renamed"
+    with two_routes_of_one_model(env, model, "takeover") as (server, older, younger):
+        # Past the younger's own configuration hold, so only the takeover can hold it back.
+        time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        # The older team's server swaps to the new name as its route is renamed.
+        server.models = [renamed]
+        env.kube.merge_patch(XR_API, "ModelRoute", older[1], older[0], {"spec": {"model": renamed}})
+        renamed_at = time.time()
+        wait(
+            "the younger route RoutingReady=True",
+            lambda: true(env.route(*younger), "RoutingReady"),
+            CONVERGE_S,
+        )
+        took = time.time() - renamed_at
+        assert chat(port, model).ok, "the younger route said True while its model's requests failed"
+        r.lags.append(took)
+        r.notes.append(
+            f"the older route renamed its model: the younger said True {took:.0f} s later, "
+            f"its requests judged every second meanwhile"
+        )
+
+
+def model_claim_httproute_remade(env: Env, r: Report) -> None:
+    """Security (found in review): Envoy serves the route of a model whose HTTPRoute Envoy Gateway
+    sorts first, and the HTTPRoutes' ages need not follow the AIGatewayRoutes'. The older of two
+    routes of one model loses its HTTPRoute; Envoy AI Gateway makes it again, now the younger, and
+    Envoy sends the model's requests to the other team's backend. The older must stop saying True
+    (ModelClaimed, naming the other) while its own server gets none of the model's requests, and the
+    younger say True. Judged every second: a request, whose server answered it, what each says."""
+    model = "remade-model"
+    with two_routes_of_one_model(env, model, "remade") as (own, older, younger):
         port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
         before = len(own.seen)
         assert chat(port, model).ok
@@ -910,15 +902,6 @@ def model_claim_httproute_remade(env: Env, r: Report) -> None:
             f"the older route's HTTPRoute made again: it said ModelClaimed and the younger True {took:.0f} s "
             f"later; {lying} s True while the other's backend answered"
         )
-        for where in (older, younger):
-            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
-        wait(
-            "both ModelRoutes gone",
-            lambda: env.route(*older) is None and env.route(*younger) is None,
-            CONVERGE_S,
-        )
-    finally:
-        own.stop()
 
 
 def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
@@ -930,28 +913,8 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
     (nor the older, for a name Envoy does not route to it yet). Resumed, the younger takes the model
     and the older its new name."""
     model, renamed = "held-model", "held-renamed"
-    older, younger = (ROUTE[0], "held-old"), ("team-b", "held-new")
-    own = Upstream("held", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
     controller = env.sup.find(AIGW_CONTROLLER)
-    try:
-        env.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": younger[0]}})
-        host = "vllm.team-a.svc.cluster.local"
-        env.kube.apply(
-            model_route_doc(
-                older, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
-            )
-        )
-        wait("the older route RoutingReady=True", lambda: true(env.route(*older), "RoutingReady"), CONVERGE_S)
-        env.kube.apply(
-            model_route_doc(
-                younger, model, [{"name": "vllm", "endpoint": {"hostname": host, "port": VLLM_PORT}}]
-            )
-        )
-        wait(
-            "the younger route ModelClaimed",
-            lambda: condition(env.route(*younger), "RoutingReady").get("reason") == "ModelClaimed",
-            CONVERGE_S,
-        )
+    with two_routes_of_one_model(env, model, "held") as (own, older, younger):
         # Past the younger's own configuration hold, so only the claim can hold it back.
         time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
         port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
@@ -997,16 +960,6 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
             f"Envoy AI Gateway hung 30 s through a rename: the younger route said ModelClaimed all along "
             f"({old.get('reason')} for the renamed one); both True {took:.0f} s after it resumed"
         )
-        for where in (older, younger):
-            env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
-        wait(
-            "both ModelRoutes gone",
-            lambda: env.route(*older) is None and env.route(*younger) is None,
-            CONVERGE_S,
-        )
-    finally:
-        env.sup.resume(controller)
-        own.stop()
 
 
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
