@@ -32,9 +32,12 @@ from function.objects import OBJECT_API_VERSION
 from function.outcome import Requirement
 from function.upstream import MODEL_HEADER
 
-# The requirement key under which Crossplane hands us the claimants.
+# The requirement keys under which Crossplane hands us the claimants: by the claim of their spec,
+# and by the claim their HTTPRoute still routes after their spec moved on.
 REQUIREMENT = "model-claims"
+ROUTED_REQUIREMENT = "model-claims-routed"
 LABEL = "gatewayreadiness.fn.crossplane.io/model-claim"
+ROUTED_LABEL = "gatewayreadiness.fn.crossplane.io/model-claim-routed"
 # The label crossplane sets on every composed resource: the XR that composed it.
 _COMPOSITE = "crossplane.io/composite"
 # What Envoy AI Gateway makes of each AIGatewayRoute, and Envoy Gateway sorts.
@@ -50,6 +53,8 @@ class Claimant:
     target: tuple[str, str]  # (namespace, AIGatewayRoute), and so of its HTTPRoute
     gateway: tuple[str, str]  # (namespace, InferenceGateway)
     model: str
+    # (namespace, Gateway) the route attaches to, as its parentRef names it; None while unknown.
+    parent: tuple[str, str] | None
 
     @property
     def value(self) -> str:
@@ -62,10 +67,11 @@ def claim(gateway_namespace: str, gateway_name: str, model: str) -> str:
     return hashlib.sha256(parts.encode()).hexdigest()[:32]
 
 
-def requirement(value: str) -> Requirement:
-    """Every Object, in every namespace, of an AIGatewayRoute claiming the same model on the same gateway."""
+def requirement(value: str, key: str = LABEL) -> Requirement:
+    """Every Object, in every namespace, of an AIGatewayRoute claiming the same model on the same
+    gateway by `key`: by its spec (LABEL), or by what its HTTPRoute still routes (ROUTED_LABEL)."""
     return Requirement(
-        api_version=OBJECT_API_VERSION, kind="Object", name="", namespace="", labels=((LABEL, value),)
+        api_version=OBJECT_API_VERSION, kind="Object", name="", namespace="", labels=((key, value),)
     )
 
 
@@ -104,80 +110,126 @@ def _httproute_key(target: tuple[str, str]) -> str:
     return f"{REQUIREMENT}/{target[0]}/{target[1]}"
 
 
-def applied(route_object: Mapping[str, Any] | None) -> Any:
-    """The claim a route's observed Object carries now (None before it exists)."""
-    return readiness.get_path(route_object, "metadata", "labels", LABEL)
+@dataclass(frozen=True)
+class Applied:
+    """The claims a route's observed Object carries now: of its spec, and (after its spec moved on)
+    of what its HTTPRoute still routes. None where it carries none (before it exists)."""
+
+    claim: Any
+    routed: Any
+
+    @classmethod
+    def of(cls, route_object: Mapping[str, Any] | None) -> Applied:
+        labels = readiness.get_path(route_object, "metadata", "labels")
+        labels = labels if isinstance(labels, Mapping) else {}
+        return cls(labels.get(LABEL), labels.get(ROUTED_LABEL))
+
+    def moved(self, me: Claimant) -> bool:
+        """The spec moved on from the claim applied, or the HTTPRoute had not followed it yet."""
+        return (isinstance(self.claim, str) and self.claim != me.value) or isinstance(self.routed, str)
+
+    def previous(self) -> str:
+        """The claim in force before the spec moved on."""
+        return str(self.routed) if isinstance(self.routed, str) else str(self.claim)
 
 
-def _served(httproute: Mapping[str, Any]) -> set[str]:
-    """The models an HTTPRoute matches: the model header Envoy AI Gateway copies from its
-    AIGatewayRoute's rules (v1.1.0 `newHTTPRoute`), as this function writes it. The HTTPRoute CRD's
-    schema makes each rule, match and header an object."""
-    return {
+def _routed(httproute: Mapping[str, Any]) -> set[tuple[str, str, str]]:
+    """(namespace, Gateway, model) of each model an HTTPRoute routes on each Gateway it attaches to:
+    Envoy AI Gateway copies the parentRefs and the model header matches of its AIGatewayRoute (v1.1.0
+    `newHTTPRoute`), as this function writes them. The HTTPRoute CRD's schema makes each parentRef,
+    rule, match and header an object."""
+    namespace = str(readiness.get_path(httproute, "metadata", "namespace"))
+    parents = [
+        (str(ref.get("namespace") or namespace), str(ref.get("name")))
+        for ref in readiness.get_path(httproute, "spec", "parentRefs") or ()
+    ]
+    models = {
         str(header.get("value"))
         for rule in readiness.get_path(httproute, "spec", "rules") or ()
         for match in rule.get("matches") or ()
         for header in match.get("headers") or ()
         if header.get("name") == MODEL_HEADER
     }
+    return {(*parent, model) for parent in parents for model in models}
 
 
-def _serves(found: Sequence[Mapping[str, Any]], model: str) -> bool:
-    return bool(found) and model in _served(found[0])
+def _routes(found: Sequence[Mapping[str, Any]], me: Claimant) -> bool:
+    """The HTTPRoute found routes this route's model on its Gateway."""
+    return bool(found) and me.parent is not None and (*me.parent, me.model) in _routed(found[0])
+
+
+# still_routed's answer while the route's own HTTPRoute is not read yet.
+UNREAD = ("", "", "")
 
 
 def still_routed(
-    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any
-) -> str | None:
-    """After this route's model changed: the model its HTTPRoute still routes in its place ("" while
-    that HTTPRoute is not read yet), or None once it routes this one, or none at all.
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Applied
+) -> tuple[str, str, str] | None:
+    """After this route's model or gateway changed: (namespace, Gateway, model) its HTTPRoute still
+    routes in place of its own (UNREAD while that HTTPRoute is not read yet), or None once it routes
+    this route's own, or nothing at all.
 
-    `applied` is the claim its Object carries now. Until Envoy AI Gateway
-    makes the HTTPRoute of the new spec (never, while an AIServiceBackend the
-    route names is missing: `newHTTPRoute` fails and the HTTPRoute is left as
-    it was), Envoy routes the old model here; found in review.
+    Until Envoy AI Gateway makes the HTTPRoute of the new spec (never, while an
+    AIServiceBackend the route names is missing: `newHTTPRoute` fails and the
+    HTTPRoute is left as it was), Envoy routes the old model here, and not the
+    new one; found in review.
     """
-    if not isinstance(applied, str) or applied == me.value:
+    if not applied.moved(me):
         return None
     found = required.get(_httproute_key(me.target))
     if found is None:
-        return ""
-    served = _served(found[0]) if found else set()
-    if not served or me.model in served:
+        return UNREAD
+    routed = _routed(found[0]) if found else set()
+    if not routed or _routes(found, me):
         return None
-    return min(served)
+    return min(routed)
 
 
-def label(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any) -> str:
-    """The claim this route's Object carries: of the model its HTTPRoute still routes after a rename,
-    so that routes of that model go on finding it until Envoy stops routing it here; else its own."""
+def labels(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Applied
+) -> dict[str, str]:
+    """The claims this route's Object carries: its spec's, and while its HTTPRoute still routes
+    something else, that one's, so that routes of the old model go on finding it until Envoy stops
+    routing that model here (of a Gateway it no longer attaches to, the claim in force before)."""
+    carried = {LABEL: me.value}
     old = still_routed(required, me, applied)
-    if old is None:
-        return me.value
-    return claim(*me.gateway, old) if old else str(applied)
+    if old is not None:
+        same_gateway = old != UNREAD and (old[0], old[1]) == me.parent
+        carried[ROUTED_LABEL] = claim(*me.gateway, old[2]) if same_gateway else applied.previous()
+    return carried
 
 
 def _contenders(
     required: Mapping[str, Sequence[Mapping[str, Any]]], ours: tuple[str, str]
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """(the other claimants, this route's own Objects) as Crossplane listed them."""
-    listed = required.get(REQUIREMENT, ())
-    others = [o for o in listed if _route(o) != ours]
-    mine = [o for o in listed if _route(o) == ours]
+    """(the other claimants, this route's own Objects) as Crossplane listed them, by either label."""
+    listed = {
+        (
+            str(readiness.get_path(o, "metadata", "namespace")),
+            str(readiness.get_path(o, "metadata", "name")),
+        ): o
+        for key in (REQUIREMENT, ROUTED_REQUIREMENT)
+        for o in required.get(key, ())
+    }
+    ordered = [listed[k] for k in sorted(listed)]
+    others = [o for o in ordered if _route(o) != ours]
+    mine = [o for o in ordered if _route(o) == ours]
     return others, mine
 
 
 def requirements(
-    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Any
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Applied
 ) -> dict[str, Requirement]:
-    """The claimants, by label in every namespace; while another route claims the model, each
-    claimant's HTTPRoute by name, this route's own included; after this route's model changed, its
-    own. Uncontested and unchanged, nothing more is read: no HTTPRoute for a gateway of distinct
+    """The claimants, by either label in every namespace; while another route claims the model,
+    each claimant's HTTPRoute by name, this route's own included; after this route's spec moved on,
+    its own. Uncontested and unmoved, nothing more is read: no HTTPRoute for a gateway of distinct
     models."""
-    wanted = {REQUIREMENT: requirement(me.value)}
+    wanted = {
+        REQUIREMENT: requirement(me.value),
+        ROUTED_REQUIREMENT: requirement(me.value, ROUTED_LABEL),
+    }
     others, _ = _contenders(required, me.route)
-    renamed = isinstance(applied, str) and applied != me.value
-    for target in [me.target, *map(_target, others)] if others or renamed else []:
+    for target in [me.target, *map(_target, others)] if others or applied.moved(me) else []:
         wanted[_httproute_key(target)] = Requirement(
             api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
         )
@@ -205,7 +257,7 @@ def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) ->
         found = required.get(_httproute_key(target))
         if found is None:
             return None
-        if _serves(found, me.model):
+        if _routes(found, me):
             return (0, str(readiness.get_path(found[0], "metadata", "creationTimestamp")), *target)
         if objects:
             return (1, *_age(objects[0]))

@@ -61,15 +61,27 @@ def claimant(
     return obj
 
 
-def httproute(namespace: str, name: str, created: str, model: str = XR["spec"]["model"]) -> dict[str, Any]:
-    """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name, a rule
-    matching the model header as the route's does, and the catch-all it adds (v1.1.0 `newHTTPRoute`)."""
+# Where the example route attaches: the Gateway its AIGatewayRoute names, and so its HTTPRoute.
+PARENT = COMPOSED["route"]["spec"]["forProvider"]["manifest"]["spec"]["parentRefs"][0]
+
+
+def httproute(
+    namespace: str,
+    name: str,
+    created: str,
+    model: str = XR["spec"]["model"],
+    parent: dict[str, Any] = PARENT,
+) -> dict[str, Any]:
+    """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name, its
+    parentRefs, a rule matching the model header as the route's does, and the catch-all it adds
+    (v1.1.0 `newHTTPRoute`)."""
     root = {"type": "PathPrefix", "value": "/"}
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
         "spec": {
+            "parentRefs": [parent],
             "rules": [
                 {
                     "matches": [
@@ -80,7 +92,7 @@ def httproute(namespace: str, name: str, created: str, model: str = XR["spec"]["
                     ]
                 },
                 {"name": "route-not-found", "matches": [{"path": root}]},
-            ]
+            ],
         },
     }
 
@@ -432,81 +444,168 @@ def _renamed_from(model: str) -> dict[str, Any]:
 
 ALL_OURS = ("team-a", OUR_TARGET)
 WANT = XR["spec"]["model"]
+ELSEWHERE = {**PARENT, "name": "other-gateway"}
+
+
+def _claimed(routed: str | None) -> dict[str, str]:
+    """The labels of the route's Object: its spec's claim, and the claim of `routed`, a model its
+    HTTPRoute still routes on the example gateway."""
+    labels = {claims.LABEL: claims.claim("platform", "inference", WANT)}
+    if routed is not None:
+        labels[claims.ROUTED_LABEL] = claims.claim("platform", "inference", routed)
+    return labels
 
 
 @pytest.mark.parametrize(
-    ("was", "routes", "label_of", "reason", "words"),
+    ("carried", "routes", "routed_claim", "reason", "words"),
     [
         pytest.param(
-            "old-model",
+            {claims.LABEL: claims.claim("platform", "inference", "old-model")},
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "old-model")],
-            "old-model",
+            claims.claim("platform", "inference", "old-model"),
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            "its HTTPRoute still routes model old-model in place of " + WANT,
-            id="a renamed route whose HTTPRoute still routes the old model keeps that claim and is not ready",
+            "its HTTPRoute still routes model old-model on Gateway platform/inference in place of " + WANT,
+            id="a renamed route whose HTTPRoute still routes the old model also claims that one and is not ready",
         ),
         pytest.param(
-            "old-model",
+            {claims.LABEL: claims.claim("platform", "inference", "old-model")},
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z")],
-            WANT,
+            None,
             RoutingReason.AVAILABLE,
             "",
-            id="a renamed route whose HTTPRoute routes the new model claims it",
+            id="a renamed route whose HTTPRoute routes the new model claims that one only",
         ),
         pytest.param(
-            "old-model",
+            {claims.LABEL: claims.claim("platform", "inference", "old-model")},
             [],
-            WANT,
+            None,
             RoutingReason.AVAILABLE,
             "",
-            id="a renamed route with no HTTPRoute routes nothing, and claims the new model",
+            id="a renamed route with no HTTPRoute routes nothing, and claims the new model only",
         ),
         pytest.param(
-            "first-model",
+            _claimed("old-model"),
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "old-model")],
+            claims.claim("platform", "inference", "old-model"),
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "still routes model old-model",
+            id="a route still routing its old model keeps that claim on the next reconcile",
+        ),
+        pytest.param(
+            _claimed("old-model"),
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z")],
+            None,
+            RoutingReason.AVAILABLE,
+            "",
+            id="a route whose HTTPRoute caught up with its spec drops the old claim",
+        ),
+        pytest.param(
+            {claims.LABEL: claims.claim("platform", "inference", "first-model")},
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "second-model")],
-            "second-model",
+            claims.claim("platform", "inference", "second-model"),
             RoutingReason.ROUTE_NOT_ACCEPTED,
             "still routes model second-model",
             id="renamed twice, a route claims the model its HTTPRoute routes, not the one its Object carried",
         ),
         pytest.param(
-            None,
+            {claims.LABEL: claims.claim("platform", "elsewhere", WANT)},
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", parent=ELSEWHERE)],
+            claims.claim("platform", "elsewhere", WANT),  # the claim in force before: of the gateway it left
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "on Gateway platform/other-gateway in place of",
+            id="a route moved to another gateway keeps the old gateway's claim while its HTTPRoute is there",
+        ),
+        pytest.param(
+            {},
             [],
-            WANT,
+            None,
             RoutingReason.AVAILABLE,
             "",
             id="a route whose Object carries no claim yet claims its model",
         ),
     ],
 )
-def test_a_renamed_route_keeps_the_claim_its_httproute_still_routes(
-    was: str | None, routes: list[dict[str, Any]], label_of: str, reason: RoutingReason, words: str
+def test_a_route_whose_spec_moved_on_keeps_the_claim_its_httproute_still_routes(
+    carried: dict[str, str],
+    routes: list[dict[str, Any]],
+    routed_claim: str | None,
+    reason: RoutingReason,
+    words: str,
 ) -> None:
-    observed = _renamed_from(was) if was is not None else copy.deepcopy(COMPOSED)
-    if was is None:
-        observed["route"]["metadata"].get("labels", {}).pop(claims.LABEL, None)
-    required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    observed = copy.deepcopy(COMPOSED)
+    observed["route"]["metadata"]["labels"] = {"crossplane.io/composite": "llama", **carried}
+    required = {
+        **gw_required(READY_GW),
+        claims.REQUIREMENT: [copy.deepcopy(MINE)],
+        claims.ROUTED_REQUIREMENT: [],
+    }
     first = compose(XR, ROUTE_INPUT, observed, required)
-    asked = [r for r in first.requirements.values() if r.kind == "HTTPRoute"]
-    assert [(r.namespace, r.name) for r in asked] == ([ALL_OURS] if was is not None else [])
+    asked = [(r.namespace, r.name) for r in first.requirements.values() if r.kind == "HTTPRoute"]
+    assert asked == ([ALL_OURS] if carried else [])
     last = compose(XR, ROUTE_INPUT, observed, fetched(required, first.requirements, routes))
     assert last.requirements == first.requirements
-    assert last.resources["route"]["metadata"]["labels"] == {
-        claims.LABEL: claims.claim("platform", "inference", label_of)
-    }
+    expected = {claims.LABEL: claims.claim("platform", "inference", WANT)}
+    if routed_claim is not None:
+        expected[claims.ROUTED_LABEL] = routed_claim
+    assert last.resources["route"]["metadata"]["labels"] == expected
     got = said(last, "RoutingReady")
     assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE)
     assert words in got.message
 
 
-def test_a_renamed_route_whose_httproute_is_not_read_yet_keeps_its_claim_and_is_not_ready() -> None:
-    observed = _renamed_from("old-model")
+def test_a_renamed_route_whose_httproute_is_not_read_yet_keeps_its_old_claim_and_is_not_ready() -> None:
+    observed = copy.deepcopy(COMPOSED)
+    observed["route"]["metadata"]["labels"] = {
+        claims.LABEL: claims.claim("platform", "inference", "old-model")
+    }
     required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
     got = compose(XR, ROUTE_INPUT, observed, required)
-    assert got.resources["route"]["metadata"]["labels"] == observed["route"]["metadata"]["labels"]
+    assert got.resources["route"]["metadata"]["labels"] == _claimed("old-model")
     verdict = said(got, "RoutingReady")
     assert (verdict.reason, verdict.ready) == (RoutingReason.ROUTE_NOT_ACCEPTED, False)
     assert "not read yet" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("routes_it", "reason"),
+    [
+        pytest.param(
+            WANT,
+            RoutingReason.MODEL_CLAIMED,
+            id="another route still routing this model holds it by its older HTTPRoute",
+        ),
+        pytest.param(
+            "its-new-model",
+            RoutingReason.AVAILABLE,
+            id="another route whose HTTPRoute moved to its new model no longer holds this one",
+        ),
+    ],
+)
+def test_a_route_found_by_the_model_its_httproute_still_routes(routes_it: str, reason: RoutingReason) -> None:
+    # OLD_OTHER renamed its model: it carries this model's claim as the one its HTTPRoute still routes.
+    required = {
+        **gw_required(READY_GW),
+        claims.REQUIREMENT: [copy.deepcopy(MINE)],
+        claims.ROUTED_REQUIREMENT: [copy.deepcopy(OLD_OTHER)],
+    }
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", routes_it),
+    ]
+    first = compose(XR, ROUTE_INPUT, COMPOSED, required)
+    got = said(
+        compose(XR, ROUTE_INPUT, COMPOSED, fetched(required, first.requirements, routes)), "RoutingReady"
+    )
+    assert got.reason is reason
+
+
+def test_an_httproute_on_another_gateway_does_not_hold_the_model_here() -> None:
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", parent=ELSEWHERE),
+    ]
+    got = said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady")
+    assert (got.reason, got.ready) == (RoutingReason.AVAILABLE, True)
 
 
 def test_an_httproute_that_no_longer_matches_the_model_does_not_hold_it() -> None:

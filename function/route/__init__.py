@@ -85,9 +85,11 @@ def build_gateway_observer(plan: RoutePlan, ref: Requirement) -> dict[str, Any]:
     )
 
 
-def build_objects(plan: RoutePlan, attachment: Attachment, claim: str) -> dict[str, dict[str, Any]]:
-    """Every composed resource of the route, keyed by composition-resource-name; `claim` labels the
-    route's Object (claims.label)."""
+def build_objects(
+    plan: RoutePlan, attachment: Attachment, claimed: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Every composed resource of the route, keyed by composition-resource-name; `claimed` labels
+    the route's Object (claims.labels)."""
     provider = plan.spec.provider_config_ref
     accepted = cel.condition_true_query(ACCEPTED)
 
@@ -102,7 +104,7 @@ def build_objects(plan: RoutePlan, attachment: Attachment, claim: str) -> dict[s
 
     objects = {ROUTE: obj(plan.object_name("route"), build_route(plan, attachment))}
     # What other routes claiming this model on this gateway find it by (function/claims.py).
-    objects[ROUTE]["metadata"]["labels"] = {claims.LABEL: claim}
+    objects[ROUTE]["metadata"]["labels"] = dict(claimed)
     # Judged and watched: a policy Envoy Gateway does not accept (Conflicted
     # by an older one on the same HTTPRoute) leaves requests served without
     # retries or ejection, so no fallback; taking_requests reads it.
@@ -219,7 +221,7 @@ def compose(
     gateway_wanted = gateway_requirements(required, ref)
     outcome = Outcome(
         requirements=gateway_wanted
-        | claims.requirements(required, plan.claimant, claims.applied(observed.get(ROUTE)))
+        | claims.requirements(required, plan.claimant(None), claims.Applied.of(observed.get(ROUTE)))
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)
@@ -228,8 +230,9 @@ def compose(
     if inp.observe_gateway:
         composed[GATEWAY_OBSERVER] = build_gateway_observer(plan, ref)
     if view.attachment is not None:
-        claim = claims.label(required, plan.claimant, claims.applied(observed.get(ROUTE)))
-        composed |= build_objects(plan, view.attachment, claim)
+        me = plan.claimant(view.attachment)
+        claimed = claims.labels(required, me, claims.Applied.of(observed.get(ROUTE)))
+        composed |= build_objects(plan, view.attachment, claimed)
     outcome.resources = dict(composed)
 
     def unobserved(name: str) -> bool:

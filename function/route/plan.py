@@ -13,6 +13,7 @@ from typing import Any
 from function import claims, naming
 from function.api import Backend, Input, ModelCheck, ModelRouteSpec, WorkloadRef
 from function.objects import Target, held_name, target_ref
+from function.route.view import Attachment
 
 # composition-resource-names. Per-backend names carry the backend's name, so a
 # backend taken out of the spec is recognisable among the observed resources.
@@ -66,17 +67,17 @@ class RoutePlan:
     @property
     def claim(self) -> str:
         """The model on its gateway, as a label value (function/claims.py)."""
-        return self.claimant.value
+        return self.claimant(None).value
 
-    @property
-    def claimant(self) -> claims.Claimant:
-        """This route as claims.py reads every claimant of its model."""
+    def claimant(self, attachment: Attachment | None) -> claims.Claimant:
+        """This route as claims.py reads every claimant of its model, attached where `attachment` says."""
         ref = self.spec.gateway_ref
         return claims.Claimant(
             route=(self.xr_namespace, self.xr_name),
             target=(self.xr_namespace, self.route_name),
             gateway=(ref.namespace or self.xr_namespace, ref.name),
             model=self.model,
+            parent=None if attachment is None else (attachment.namespace, attachment.name),
         )
 
     @property

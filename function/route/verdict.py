@@ -101,18 +101,20 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"(allowedRoutes Same): Envoy Gateway refuses this route (NotAllowedByListeners) and serves "
             "none of its requests, while Envoy AI Gateway still says Accepted",
         )
-    old_model = claims.still_routed(required, plan.claimant, claims.applied(observed.get(ROUTE)))
-    if old_model is not None:
+    me = plan.claimant(view.attachment)
+    old = claims.still_routed(required, me, claims.Applied.of(observed.get(ROUTE)))
+    if old is not None:
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            f"its HTTPRoute still routes model {old_model} in place of {plan.model}: Envoy AI Gateway has "
-            "not made it of this route's spec yet, so Envoy sends this model's requests elsewhere"
-            if old_model
-            else f"its model changed to {plan.model} and its HTTPRoute is not read yet",
+            f"its HTTPRoute still routes model {old[2]} on Gateway {old[0]}/{old[1]} in place of "
+            f"{plan.model} on {where}: Envoy AI Gateway has not made it of this route's spec yet (the "
+            "AIGatewayRoute's status says why, if it failed), so Envoy sends this model's requests elsewhere"
+            if old != claims.UNREAD
+            else f"its model or gateway changed ({plan.model} on {where}) and its HTTPRoute is not read yet",
         )
-    held_by = claims.holder(required, plan.claimant)
+    held_by = claims.holder(required, me)
     if held_by is not None:
         return Verdict(
             ROUTING_READY,
