@@ -921,8 +921,8 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
         env.sup.hang(controller)
         try:
             env.kube.merge_patch(XR_API, "ModelRoute", older[1], older[0], {"spec": {"model": renamed}})
-            deadline = time.time() + 30
-            while time.time() < deadline:
+            renamed_at = time.time()
+            while time.time() < renamed_at + 30:
                 before = len(own.seen)
                 answer = chat(port, model)
                 assert answer.ok, answer
@@ -933,7 +933,9 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
                     f"the younger route left ModelClaimed while Envoy sent {model} to the older's server: {young}"
                 )
                 old = condition(env.route(*older), "RoutingReady")
-                assert old.get("status") != "True", (
+                # Its True of the model before stands until the function has seen the rename (the prober
+                # judges the new name meanwhile, past its detection time).
+                assert time.time() - renamed_at < 5 or old.get("status") != "True", (
                     f"the renamed route said True before Envoy routes {renamed}: {old}"
                 )
                 time.sleep(1)
