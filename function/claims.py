@@ -194,7 +194,7 @@ def labels(
     carried = {LABEL: me.value}
     old = still_routed(required, me, applied)
     if old is not None:
-        same_gateway = old != UNREAD and (old[0], old[1]) == me.parent
+        same_gateway = (old[0], old[1]) == me.parent  # never so while UNREAD
         carried[ROUTED_LABEL] = claim(*me.gateway, old[2]) if same_gateway else applied.previous()
     return carried
 
@@ -211,9 +211,8 @@ def _contenders(
         for key in (REQUIREMENT, ROUTED_REQUIREMENT)
         for o in required.get(key, ())
     }
-    ordered = [listed[k] for k in sorted(listed)]
-    others = [o for o in ordered if _route(o) != ours]
-    mine = [o for o in ordered if _route(o) == ours]
+    others = [o for o in listed.values() if _route(o) != ours]
+    mine = [o for o in listed.values() if _route(o) == ours]
     return others, mine
 
 

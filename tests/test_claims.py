@@ -516,6 +516,17 @@ def _claimed(routed: str | None) -> dict[str, str]:
             id="a route moved to another gateway keeps the old gateway's claim while its HTTPRoute is there",
         ),
         pytest.param(
+            {
+                claims.LABEL: claims.claim("platform", "inference", WANT),
+                claims.ROUTED_LABEL: claims.claim("platform", "elsewhere", WANT),
+            },
+            [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", parent=ELSEWHERE)],
+            claims.claim("platform", "elsewhere", WANT),
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "on Gateway platform/other-gateway",
+            id="a moved route keeps the old gateway's claim on the next reconcile while its HTTPRoute is there",
+        ),
+        pytest.param(
             {},
             [],
             None,
