@@ -83,8 +83,8 @@ def _target(obj: Mapping[str, Any]) -> tuple[str, str]:
     named = readiness.get_path(obj, "spec", "forProvider", "manifest", "metadata")
     if not isinstance(named, Mapping):  # an Object without its manifest: its own names, as before
         named = meta
-    # A namespaced Object's manifest lives in the Object's namespace where it names none.
-    return str(named.get("namespace") or meta.get("namespace")), str(named.get("name"))
+    # A namespaced Object's target lives in the Object's namespace: the route composes both there.
+    return str(meta.get("namespace")), str(named.get("name"))
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
