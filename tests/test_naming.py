@@ -219,7 +219,7 @@ def _route_targets(xr_ns: str, xr: str, backend: str) -> set[tuple[str, str, str
         inp=Input.model_validate(ROUTE_INPUT),
     )
     out = set()
-    for obj in route_objects(plan, Attachment("gw", xr_ns, None, None)).values():
+    for obj in route_objects(plan, Attachment("gw", xr_ns, None, None), {}).values():
         out.add((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]))
         m = obj["spec"]["forProvider"]["manifest"]
         out.add((m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]))
