@@ -203,16 +203,10 @@ def _contenders(
     required: Mapping[str, Sequence[Mapping[str, Any]]], ours: tuple[str, str]
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """(the other claimants, this route's own Objects) as Crossplane listed them, by either label."""
-    listed = {
-        (
-            str(readiness.get_path(o, "metadata", "namespace")),
-            str(readiness.get_path(o, "metadata", "name")),
-        ): o
-        for key in (REQUIREMENT, ROUTED_REQUIREMENT)
-        for o in required.get(key, ())
-    }
-    others = [o for o in listed.values() if _route(o) != ours]
-    mine = [o for o in listed.values() if _route(o) == ours]
+    # A route carrying both labels with one value (moved away and back) is listed twice: harmless.
+    listed = [*required.get(REQUIREMENT, ()), *required.get(ROUTED_REQUIREMENT, ())]
+    others = [o for o in listed if _route(o) != ours]
+    mine = [o for o in listed if _route(o) == ours]
     return others, mine
 
 

@@ -373,11 +373,12 @@ def test_a_contested_model_asks_for_every_claimant_s_httproute_by_name_and_an_un
 
 def test_the_claim_is_asked_for_by_label_in_every_namespace_and_carried_by_the_route() -> None:
     rsp = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
-    selector = rsp.requirements[claims.REQUIREMENT]
     value = claims.claim("platform", "inference", XR["spec"]["model"])
-    assert (selector.api_version, selector.kind) == ("kubernetes.m.crossplane.io/v1alpha1", "Object")
-    assert dict(selector.labels) == {claims.LABEL: value}
-    assert selector.namespace == "", "every namespace"
+    for key, label in ((claims.REQUIREMENT, claims.LABEL), (claims.ROUTED_REQUIREMENT, claims.ROUTED_LABEL)):
+        selector = rsp.requirements[key]
+        assert (selector.api_version, selector.kind) == ("kubernetes.m.crossplane.io/v1alpha1", "Object")
+        assert dict(selector.labels) == {label: value}
+        assert selector.namespace == "", "every namespace"
     route = rsp.resources["route"]
     assert route["metadata"]["labels"] == {claims.LABEL: value}
 
@@ -632,3 +633,30 @@ def test_an_httproute_that_no_longer_matches_the_model_does_not_hold_it() -> Non
         said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady").reason
         is RoutingReason.MODEL_CLAIMED
     )
+
+
+@pytest.mark.parametrize(
+    ("parent", "reason"),
+    [
+        pytest.param(
+            {k: v for k, v in PARENT.items() if k != "namespace"},
+            RoutingReason.MODEL_CLAIMED,
+            id="a parentRef without a namespace names a Gateway in its HTTPRoute's namespace",
+        ),
+        pytest.param(
+            {**PARENT, "namespace": "team-x"},
+            RoutingReason.AVAILABLE,
+            id="a parentRef naming another namespace names another Gateway",
+        ),
+    ],
+)
+def test_an_httproute_in_the_gateway_s_namespace_routes_through_it(
+    parent: dict[str, Any], reason: RoutingReason
+) -> None:
+    # A route in the gateway's own namespace, older, whose HTTPRoute names its Gateway without a namespace.
+    local = claimant("platform", "local-route", "local", "2026-11-29T11:00:00Z")
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute("platform", "local-0123abcd", "2026-11-29T11:00:00Z", parent=parent),
+    ]
+    assert said(_compose_as_crossplane([MINE, local], routes), "RoutingReady").reason is reason
