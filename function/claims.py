@@ -49,12 +49,12 @@ HTTPROUTE_KIND = "HTTPRoute"
 class Claimant:
     """This route, as the claims read it."""
 
-    route: tuple[str, str]  # (namespace, ModelRoute)
     target: tuple[str, str]  # (namespace, AIGatewayRoute), and so of its HTTPRoute
     gateway: tuple[str, str]  # (namespace, InferenceGateway)
     model: str
-    # (namespace, Gateway) the route attaches to, as its parentRef names it; None while unknown.
-    parent: tuple[str, str] | None
+    # (namespace, Gateway, listener or "" for all) the route attaches to, as its parentRef names it;
+    # None while unknown.
+    parent: tuple[str, str, str] | None
 
     @property
     def value(self) -> str:
@@ -99,10 +99,13 @@ def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def _route(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(namespace, ModelRoute) of a claimant: Crossplane labels every composed resource with its XR."""
+    """(namespace, ModelRoute) of a claimant, to name it: the XR that controls its Object, else the
+    XR its composite label names (which Crossplane writes only where it is empty, so a ModelRoute
+    applied from another's YAML carries the other's: found in review)."""
     meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    return str(meta.get("namespace")), str(labels.get(_COMPOSITE))
+    owner = [ref for ref in meta.get("ownerReferences") or () if ref.get("controller")]
+    name = owner[0].get("name") if owner else (meta.get("labels") or {}).get(_COMPOSITE)
+    return str(meta.get("namespace")), str(name)
 
 
 def _httproute_key(target: tuple[str, str]) -> str:
@@ -133,14 +136,14 @@ class Applied:
         return str(self.routed) if isinstance(self.routed, str) else str(self.claim)
 
 
-def _routed(httproute: Mapping[str, Any]) -> set[tuple[str, str, str]]:
-    """(namespace, Gateway, model) of each model an HTTPRoute routes on each Gateway it attaches to:
-    Envoy AI Gateway copies the parentRefs and the model header matches of its AIGatewayRoute (v1.1.0
-    `newHTTPRoute`), as this function writes them. The HTTPRoute CRD's schema makes each parentRef,
-    rule, match and header an object."""
+def _routed(httproute: Mapping[str, Any]) -> set[tuple[str, str, str, str]]:
+    """(namespace, Gateway, listener or "" for all, model) of each model an HTTPRoute routes where it
+    attaches: Envoy AI Gateway copies the parentRefs and the model header matches of its
+    AIGatewayRoute (v1.1.0 `newHTTPRoute`), as this function writes them. The HTTPRoute CRD's schema
+    makes each parentRef, rule, match and header an object."""
     namespace = str(readiness.get_path(httproute, "metadata", "namespace"))
     parents = [
-        (str(ref.get("namespace") or namespace), str(ref.get("name")))
+        (str(ref.get("namespace") or namespace), str(ref.get("name")), str(ref.get("sectionName") or ""))
         for ref in readiness.get_path(httproute, "spec", "parentRefs") or ()
     ]
     models = {
@@ -154,31 +157,38 @@ def _routed(httproute: Mapping[str, Any]) -> set[tuple[str, str, str]]:
 
 
 def _routes(found: Sequence[Mapping[str, Any]], me: Claimant) -> bool:
-    """The HTTPRoute found routes this route's model on its Gateway."""
-    return bool(found) and me.parent is not None and (*me.parent, me.model) in _routed(found[0])
+    """The HTTPRoute found routes this route's model on a listener it attaches to: a listener of
+    another parentRef is another virtual host (Envoy serves both), none names them all."""
+    if not found or me.parent is None:
+        return False
+    namespace, gateway, listener = me.parent
+    return any(
+        (ns, gw, model) == (namespace, gateway, me.model)
+        and (not section or not listener or section == listener)
+        for ns, gw, section, model in _routed(found[0])
+    )
 
 
 # still_routed's answer while the route's own HTTPRoute is not read yet.
-UNREAD = ("", "", "")
+UNREAD = ("", "", "", "")
 
 
 def still_routed(
     required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Applied
-) -> tuple[str, str, str] | None:
-    """After this route's model or gateway changed: (namespace, Gateway, model) its HTTPRoute still
-    routes in place of its own (UNREAD while that HTTPRoute is not read yet), or None once it routes
-    this route's own, or nothing at all.
+) -> tuple[str, str, str, str] | None:
+    """(namespace, Gateway, listener, model) this route's HTTPRoute routes in place of its own, where
+    it was read (after the route's model or gateway changed, or while the model is contested);
+    UNREAD where it changed and its HTTPRoute is not read yet; None where it routes this route's
+    own, or nothing at all, or was not read and nothing changed.
 
     Until Envoy AI Gateway makes the HTTPRoute of the new spec (never, while an
     AIServiceBackend the route names is missing: `newHTTPRoute` fails and the
     HTTPRoute is left as it was), Envoy routes the old model here, and not the
     new one; found in review.
     """
-    if not applied.moved(me):
-        return None
     found = required.get(_httproute_key(me.target))
     if found is None:
-        return UNREAD
+        return UNREAD if applied.moved(me) else None
     routed = _routed(found[0]) if found else set()
     if not routed or _routes(found, me):
         return None
@@ -194,19 +204,20 @@ def labels(
     carried = {LABEL: me.value}
     old = still_routed(required, me, applied)
     if old is not None:
-        same_gateway = (old[0], old[1]) == me.parent  # never so while UNREAD
-        carried[ROUTED_LABEL] = claim(*me.gateway, old[2]) if same_gateway else applied.previous()
+        same_gateway = me.parent is not None and old[:2] == me.parent[:2]  # never so while UNREAD
+        carried[ROUTED_LABEL] = claim(*me.gateway, old[3]) if same_gateway else applied.previous()
     return carried
 
 
 def _contenders(
-    required: Mapping[str, Sequence[Mapping[str, Any]]], ours: tuple[str, str]
+    required: Mapping[str, Sequence[Mapping[str, Any]]], target: tuple[str, str]
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """(the other claimants, this route's own Objects) as Crossplane listed them, by either label."""
+    """(the other claimants, this route's own Objects) as Crossplane listed them, by either label:
+    its own are those of its AIGatewayRoute, named after it, whatever labels a copy carries."""
     # A route carrying both labels with one value (moved away and back) is listed twice: harmless.
     listed = [*required.get(REQUIREMENT, ()), *required.get(ROUTED_REQUIREMENT, ())]
-    others = [o for o in listed if _route(o) != ours]
-    mine = [o for o in listed if _route(o) == ours]
+    others = [o for o in listed if _target(o) != target]
+    mine = [o for o in listed if _target(o) == target]
     return others, mine
 
 
@@ -221,7 +232,7 @@ def requirements(
         REQUIREMENT: requirement(me.value),
         ROUTED_REQUIREMENT: requirement(me.value, ROUTED_LABEL),
     }
-    others, _ = _contenders(required, me.route)
+    others, _ = _contenders(required, me.target)
     for target in [me.target, *map(_target, others)] if others or applied.moved(me) else []:
         wanted[_httproute_key(target)] = Requirement(
             api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
@@ -242,7 +253,7 @@ def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) ->
     """
     if REQUIREMENT not in required:
         return None
-    others, mine = _contenders(required, me.route)
+    others, mine = _contenders(required, me.target)
     if not others:
         return None
 

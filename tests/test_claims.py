@@ -465,7 +465,8 @@ def _claimed(routed: str | None) -> dict[str, str]:
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", "old-model")],
             claims.claim("platform", "inference", "old-model"),
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            "its HTTPRoute still routes model old-model on Gateway platform/inference in place of " + WANT,
+            "its HTTPRoute still routes model old-model on Gateway platform/inference listener http in place of "
+            + WANT,
             id="a renamed route whose HTTPRoute still routes the old model also claims that one and is not ready",
         ),
         pytest.param(
@@ -513,7 +514,7 @@ def _claimed(routed: str | None) -> dict[str, str]:
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z", parent=ELSEWHERE)],
             claims.claim("platform", "elsewhere", WANT),  # the claim in force before: of the gateway it left
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            "on Gateway platform/other-gateway in place of",
+            "on Gateway platform/other-gateway listener http in place of",
             id="a route moved to another gateway keeps the old gateway's claim while its HTTPRoute is there",
         ),
         pytest.param(
@@ -660,3 +661,58 @@ def test_an_httproute_in_the_gateway_s_namespace_routes_through_it(
         httproute("platform", "local-0123abcd", "2026-11-29T11:00:00Z", parent=parent),
     ]
     assert said(_compose_as_crossplane([MINE, local], routes), "RoutingReady").reason is reason
+
+
+def test_a_route_applied_from_another_s_yaml_is_told_apart_by_its_aigatewayroute() -> None:
+    """Crossplane writes the composite label only where it is empty: a ModelRoute applied from
+    llama's YAML under another name carries `crossplane.io/composite: llama` onto its Object. Its
+    Object is still another route's (its AIGatewayRoute is named after its own XR), named by the XR
+    that controls it."""
+    copy_ = claimant("team-a", "copy-route", "llama", "2026-11-29T13:00:00Z", target="copy-0123abcd")
+    copy_["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ai.example.org/v1alpha1", "kind": "ModelRoute", "name": "copy", "controller": True}
+    ]
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute("team-a", "copy-0123abcd", "2026-11-29T11:00:00Z"),
+    ]
+    got = said(_compose_as_crossplane([MINE, copy_], routes), "RoutingReady")
+    assert (got.reason, got.ready) == (RoutingReason.MODEL_CLAIMED, False)
+    assert "ModelRoute team-a/copy," in got.message
+
+
+@pytest.mark.parametrize(
+    ("theirs", "reason"),
+    [
+        pytest.param(
+            {**PARENT, "sectionName": "https"},
+            RoutingReason.AVAILABLE,
+            id="an older HTTPRoute on another listener of the gateway is another virtual host and does not hold it",
+        ),
+        pytest.param(
+            {k: v for k, v in PARENT.items() if k != "sectionName"},
+            RoutingReason.MODEL_CLAIMED,
+            id="an older HTTPRoute on every listener of the gateway holds it on this one",
+        ),
+    ],
+)
+def test_an_httproute_holds_a_model_on_the_listeners_it_attaches_to(
+    theirs: dict[str, Any], reason: RoutingReason
+) -> None:
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", parent=theirs),
+    ]
+    assert said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady").reason is reason
+
+
+def test_a_contested_route_whose_httproute_is_on_another_listener_is_not_ready() -> None:
+    """Its gateway's listener changed, and Envoy AI Gateway has not moved its HTTPRoute yet: Envoy
+    routes its model on the listener the gateway no longer publishes."""
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T11:00:00Z", parent={**PARENT, "sectionName": "https"}),
+        httproute(*T_OTHER, "2026-11-29T13:00:05Z"),
+    ]
+    got = said(_compose_as_crossplane([MINE, OTHER], routes), "RoutingReady")
+    assert (got.reason, got.ready) == (RoutingReason.ROUTE_NOT_ACCEPTED, False)
+    assert "listener https" in got.message

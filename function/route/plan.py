@@ -73,11 +73,12 @@ class RoutePlan:
         """This route as claims.py reads every claimant of its model, attached where `attachment` says."""
         ref = self.spec.gateway_ref
         return claims.Claimant(
-            route=(self.xr_namespace, self.xr_name),
             target=(self.xr_namespace, self.route_name),
             gateway=(ref.namespace or self.xr_namespace, ref.name),
             model=self.model,
-            parent=None if attachment is None else (attachment.namespace, attachment.name),
+            parent=None
+            if attachment is None
+            else (attachment.namespace, attachment.name, attachment.listener or ""),
         )
 
     @property

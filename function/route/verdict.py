@@ -108,7 +108,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             ROUTING_READY,
             False,
             RoutingReason.ROUTE_NOT_ACCEPTED,
-            f"its HTTPRoute still routes model {old[2]} on Gateway {old[0]}/{old[1]} in place of "
+            f"its HTTPRoute still routes model {old[3]} on Gateway {old[0]}/{old[1]}"
+            f"{f' listener {old[2]}' if old[2] else ''} in place of "
             f"{plan.model} on {where}: Envoy AI Gateway has not made it of this route's spec yet (the "
             "AIGatewayRoute's status says why, if it failed), so Envoy sends this model's requests elsewhere"
             if old != claims.UNREAD
