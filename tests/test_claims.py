@@ -471,6 +471,21 @@ def _claimed(routed: str | None) -> dict[str, str]:
         ),
         pytest.param(
             {claims.LABEL: claims.claim("platform", "inference", "old-model")},
+            [
+                httproute(
+                    *ALL_OURS,
+                    "2026-11-29T12:00:01Z",
+                    "old-model",
+                    parent={k: v for k, v in PARENT.items() if k != "sectionName"},
+                )
+            ],
+            claims.claim("platform", "inference", "old-model"),
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            "still routes model old-model on Gateway platform/inference in place of",
+            id="a renamed route whose HTTPRoute routes the old model on every listener names no listener",
+        ),
+        pytest.param(
+            {claims.LABEL: claims.claim("platform", "inference", "old-model")},
             [httproute(*ALL_OURS, "2026-11-29T12:00:01Z")],
             None,
             RoutingReason.AVAILABLE,
