@@ -1047,7 +1047,7 @@ def _v0_1_0_objects(env: Env, xr: dict[str, Any]) -> list[dict[str, Any]]:
     # Read from the InferenceGateway itself, as a route does when there is no serving record.
     view = read_gateway({SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [env.gateway() or {}]}, ref)
     assert view.attachment is not None, view.missing
-    objects = composer.build_objects(plan, view.attachment)
+    objects = composer.build_objects(plan, view.attachment, {})  # v0.1.0 wrote no claim labels
     out = []
     for key in sorted(held):
         obj = objects[key]
