@@ -731,3 +731,21 @@ def test_a_contested_route_whose_httproute_is_on_another_listener_is_not_ready()
     got = said(_compose_as_crossplane([MINE, OTHER], routes), "RoutingReady")
     assert (got.reason, got.ready) == (RoutingReason.ROUTE_NOT_ACCEPTED, False)
     assert "listener https" in got.message
+
+
+def test_a_route_on_every_listener_is_held_by_an_older_httproute_on_any_one_of_them() -> None:
+    """A gateway that publishes no listener: the route attaches to all of them, and on the one the
+    older HTTPRoute names, Envoy serves that one (fail closed)."""
+    gateway = copy.deepcopy(READY_GW)
+    del gateway["status"]["gateway"]["listener"]
+    everywhere = {k: v for k, v in PARENT.items() if k != "sectionName"}
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z", parent=everywhere),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", parent={**PARENT, "sectionName": "https"}),
+    ]
+    required = {**gw_required(gateway), claims.REQUIREMENT: [copy.deepcopy(MINE), copy.deepcopy(OLD_OTHER)]}
+    first = compose(XR, ROUTE_INPUT, COMPOSED, required)
+    got = said(
+        compose(XR, ROUTE_INPUT, COMPOSED, fetched(required, first.requirements, routes)), "RoutingReady"
+    )
+    assert (got.reason, got.ready) == (RoutingReason.MODEL_CLAIMED, False), got.message
