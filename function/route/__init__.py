@@ -219,9 +219,10 @@ def compose(
     # Declared on every call: Crossplane treats requirements as satisfied only
     # when they are stable from one call to the next.
     gateway_wanted = gateway_requirements(required, ref)
+    applied = claims.Applied.of(observed.get(ROUTE))
     outcome = Outcome(
         requirements=gateway_wanted
-        | claims.requirements(required, plan.claimant(None), claims.Applied.of(observed.get(ROUTE)))
+        | claims.requirements(required, plan.claimant(None), applied)
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)
@@ -231,7 +232,7 @@ def compose(
         composed[GATEWAY_OBSERVER] = build_gateway_observer(plan, ref)
     if view.attachment is not None:
         me = plan.claimant(view.attachment)
-        claimed = claims.labels(required, me, claims.Applied.of(observed.get(ROUTE)))
+        claimed = claims.labels(required, me, applied)
         composed |= build_objects(plan, view.attachment, claimed)
     outcome.resources = dict(composed)
 

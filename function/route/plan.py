@@ -64,11 +64,6 @@ class RoutePlan:
     def model(self) -> str:
         return self.spec.model or f"{self.xr_namespace}/{self.xr_name}"
 
-    @property
-    def claim(self) -> str:
-        """The model on its gateway, as a label value (function/claims.py)."""
-        return self.claimant(None).value
-
     def claimant(self, attachment: Attachment | None) -> claims.Claimant:
         """This route as claims.py reads every claimant of its model, attached where `attachment` says."""
         ref = self.spec.gateway_ref
