@@ -108,9 +108,17 @@ def _route(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace")), str(name)
 
 
-def _httproute_key(target: tuple[str, str]) -> str:
-    # Kubernetes names hold no "/", so the key names one HTTPRoute.
+def httproute_key(target: tuple[str, str]) -> str:
+    """The requirement key of the HTTPRoute of the AIGatewayRoute `target` (Kubernetes names hold
+    no "/", so the key names one HTTPRoute)."""
     return f"{REQUIREMENT}/{target[0]}/{target[1]}"
+
+
+def httproute_requirement(target: tuple[str, str]) -> Requirement:
+    """The HTTPRoute Envoy AI Gateway makes of the AIGatewayRoute `target`, by name: its name."""
+    return Requirement(
+        api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
+    )
 
 
 @dataclass(frozen=True)
@@ -186,7 +194,7 @@ def still_routed(
     HTTPRoute is left as it was), Envoy routes the old model here, and not the
     new one; found in review.
     """
-    found = required.get(_httproute_key(me.target))
+    found = required.get(httproute_key(me.target))
     if found is None:
         return UNREAD if applied.moved(me) else None
     routed = _routed(found[0]) if found else set()
@@ -234,9 +242,7 @@ def requirements(
     }
     others, _ = _contenders(required, me.target)
     for target in [me.target, *map(_target, others)] if others or applied.moved(me) else []:
-        wanted[_httproute_key(target)] = Requirement(
-            api_version=HTTPROUTE_API_VERSION, kind=HTTPROUTE_KIND, name=target[1], namespace=target[0]
-        )
+        wanted[httproute_key(target)] = httproute_requirement(target)
     return wanted
 
 
@@ -258,7 +264,7 @@ def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) ->
         return None
 
     def order(target: tuple[str, str], objects: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
-        found = required.get(_httproute_key(target))
+        found = required.get(httproute_key(target))
         if found is None:
             return None
         if _routes(found, me):

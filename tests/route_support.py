@@ -99,3 +99,43 @@ def target_name(obj: dict[str, Any]) -> str:
 def with_exemption() -> dict[str, dict[str, Any]]:
     """The composed route plus the exemption Object an older version composed, Ready."""
     return copy.deepcopy(COMPOSED) | {"auth-exemption": copy.deepcopy(COMPOSED["route"])}
+
+
+def httproute_made_of(resources: dict[str, Any], created: str = "2026-11-29T12:00:00Z") -> dict[str, Any]:
+    """The HTTPRoute Envoy AI Gateway makes of the AIGatewayRoute among `resources` (Objects by
+    composition-resource-name), as v1.1.0 `newHTTPRoute` writes it: per rule its matches on the
+    root path, the Backend each AIServiceBackend names with the rule's weight, and its timeouts (a
+    request timeout of 60 s where none is set); the catch-all 404 rule after them; the
+    backend-ref-priority annotation (`buildPriorityAnnotation`: rule index, AIServiceBackend,
+    priority); the AIGatewayRoute's parentRefs."""
+    manifests = [o["spec"]["forProvider"]["manifest"] for o in resources.values()]
+    backend_of = {m["metadata"]["name"]: m["spec"]["backendRef"] for m in manifests if m["kind"] == "AIServiceBackend"}
+    route = resources["route"]["spec"]["forProvider"]["manifest"]
+    root = {"type": "PathPrefix", "value": "/"}
+    rules: list[dict[str, Any]] = [
+        {
+            "matches": [{"headers": m["headers"], "path": root} for m in rule.get("matches", [])],
+            "backendRefs": [
+                {**backend_of[ref["name"]], "weight": ref["weight"]} for ref in rule.get("backendRefs", [])
+            ],
+            "timeouts": {"request": "60s"} | rule.get("timeouts", {}),
+        }
+        for rule in route["spec"]["rules"]
+    ]
+    rules.append({"name": "route-not-found", "matches": [{"path": root}]})
+    priorities = ",".join(
+        f"{i}:{ref['name']}:{ref.get('priority', 0)}"
+        for i, rule in enumerate(route["spec"]["rules"])
+        for ref in rule.get("backendRefs", [])
+    )
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {
+            "name": route["metadata"]["name"],
+            "namespace": route["metadata"]["namespace"],
+            "creationTimestamp": created,
+            "annotations": {"gateway.envoyproxy.io/backend-ref-priority": priorities},
+        },
+        "spec": {"parentRefs": route["spec"]["parentRefs"], "rules": rules},
+    }

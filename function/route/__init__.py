@@ -37,6 +37,7 @@ from function.conditions import GATEWAY_READY, as_observed
 from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 from function.resilience import build_traffic_policy
+from function.route import httproute
 from function.route.manifests import (
     build_backend,
     build_security_policy,
@@ -220,9 +221,11 @@ def compose(
     # when they are stable from one call to the next.
     gateway_wanted = gateway_requirements(required, ref)
     applied = claims.Applied.of(observed.get(ROUTE))
+    unattached = plan.claimant(None)
     outcome = Outcome(
         requirements=gateway_wanted
-        | claims.requirements(required, plan.claimant(None), applied)
+        | claims.requirements(required, unattached, applied)
+        | httproute.requirements(unattached.target, observed.get(ROUTE))
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)

@@ -11,6 +11,7 @@ from function import claims, model_check, readiness
 from function.api import Backend, ModelCheck, ModelRouteSpec
 from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
 from function.model_check import Probe
+from function.route import httproute
 from function.route.plan import (
     BACKEND_PREFIX,
     GATEWAY_OBSERVER,
@@ -181,6 +182,17 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 else ""
             ),
         )
+    if httproute.unanswered(route):
+        differs = httproute.differences(required.get(claims.httproute_key(me.target)), composed[ROUTE], composed)
+        if differs is not None:
+            return Verdict(
+                ROUTING_READY,
+                False,
+                RoutingReason.ROUTE_NOT_ACCEPTED,
+                f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted of its spec before "
+                f"this one: {differs}. Envoy routes by the HTTPRoute, and Envoy AI Gateway has not made it "
+                "of this spec yet (its controller may be down or not elected)",
+            )
     written = config_written_at(composed, observed)
     # A stamp further ahead than the bound is a clock that disagrees with ours:
     # it cannot be judged, and must not hold True back for as long as it is ahead.

@@ -1,0 +1,132 @@
+"""Whether the HTTPRoute Envoy AI Gateway made of this route is of the route's current spec.
+
+Envoy routes by the HTTPRoute, not by the AIGatewayRoute. Envoy AI Gateway
+rewrites the HTTPRoute from the AIGatewayRoute's spec on every reconcile and
+then restamps Accepted (v1.1.0 `ai_gateway_route.go`: `syncAIGatewayRoute`,
+`newHTTPRoute`; `controller.go`: reconciles on a generation change only). Its
+conditions carry no observedGeneration, so while its controller does not run
+(down, hung, or never elected), an AIGatewayRoute whose spec changed keeps the
+Accepted of the spec before, and only the HTTPRoute tells. A backend taken out
+of a route is then deleted with its Backend by Crossplane while the HTTPRoute
+still sends that backend's share of the requests there, and Envoy Gateway
+answers them 500 (make integration's `backend_removed_while_ai_gateway_stopped`).
+
+The HTTPRoute is read only while it can disagree: from a write of the route's
+spec until Envoy AI Gateway stamps Accepted in a later second (a stamp in the
+write's own second may be of the reconcile before it). A metadata write
+(a claim label) counts as a spec write too, since provider-kubernetes owns both;
+the HTTPRoute then agrees, and nothing is held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from function import claims, readiness
+from function.outcome import Requirement
+from function.upstream import ACCEPTED
+
+# Envoy AI Gateway writes each backend reference's rule index, AIServiceBackend
+# name and priority here on every rewrite (v1.0.0 and v1.1.0
+# `buildPriorityAnnotation`): the one field of the HTTPRoute that names the
+# AIServiceBackends themselves.
+PRIORITY_ANNOTATION = "gateway.envoyproxy.io/backend-ref-priority"
+# The rule Envoy AI Gateway appends to every HTTPRoute it makes: a 404 for no match.
+_NOT_FOUND_RULE = "route-not-found"
+# What it writes for a rule without a request timeout (v1.0.0 and v1.1.0 `defaultRequestTimeout`).
+_DEFAULT_REQUEST_TIMEOUT = "60s"
+
+
+def unanswered(route: Mapping[str, Any] | None) -> bool:
+    """The route's spec was written, and Envoy AI Gateway has stamped no Accepted in a later second."""
+    written = readiness.spec_written_at(route)
+    if written is None:
+        return False
+    stamp = readiness.condition_time(route, ACCEPTED)
+    return stamp is None or stamp <= written
+
+
+def requirements(target: tuple[str, str], route: Mapping[str, Any] | None) -> dict[str, Requirement]:
+    """The HTTPRoute of the AIGatewayRoute `target` (the claims' own key: one read serves both)
+    while it can disagree with the spec: `route` is the route's observed Object."""
+    if not unanswered(route):
+        return {}
+    return {claims.httproute_key(target): claims.httproute_requirement(target)}
+
+
+def _manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    found = readiness.get_path(obj, "spec", "forProvider", "manifest")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _refs(rule: Mapping[str, Any], backends: Mapping[str, str]) -> list[tuple[str, Any]]:
+    """(Backend, weight) of each reference of a desired AIGatewayRoute rule, as Envoy AI Gateway
+    copies them into the HTTPRoute: the Backend its AIServiceBackend names, the weight as given."""
+    return [
+        (backends.get(str(ref.get("name")), ""), ref.get("weight", 1))
+        for ref in rule.get("backendRefs") or ()
+    ]
+
+
+def _routed(rule: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(Backend, weight) of each reference of an HTTPRoute rule (the API server defaults weight to 1;
+    a number handed through protobuf is a double, equal to the int composed)."""
+    return [(str(ref.get("name")), ref.get("weight", 1)) for ref in rule.get("backendRefs") or ()]
+
+
+def _words(refs: Sequence[tuple[str, Any]]) -> str:
+    return ", ".join(f"{name} (weight {_number(weight)})" for name, weight in refs) or "no backend"
+
+
+def _number(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def differences(
+    found: Sequence[Mapping[str, Any]] | None,
+    route: Mapping[str, Any],
+    composed: Mapping[str, Mapping[str, Any]],
+) -> str | None:
+    """How the HTTPRoute found differs from what Envoy AI Gateway makes of the AIGatewayRoute this
+    call composes (`route`, an Object; `composed`, every Object of this call, its AIServiceBackends
+    among them), in words; None where it agrees. `found` is what Crossplane handed for the
+    HTTPRoute's requirement: None before it was read, empty where there is none."""
+    if found is None:
+        return "its HTTPRoute is not read yet"
+    if not found:
+        return "it has no HTTPRoute"
+    desired = _manifest(route)
+    backends = {
+        str(readiness.get_path(m, "metadata", "name")): str(readiness.get_path(m, "spec", "backendRef", "name"))
+        for m in map(_manifest, composed.values())
+        if m.get("kind") == "AIServiceBackend"
+    }
+    rules = [r for r in readiness.list_at(desired, "spec", "rules") if isinstance(r, Mapping)]
+    made = [
+        r
+        for r in readiness.list_at(found[0], "spec", "rules")
+        if isinstance(r, Mapping) and r.get("name") != _NOT_FOUND_RULE
+    ]
+    want = [_refs(r, backends) for r in rules]
+    have = [_routed(r) for r in made]
+    if want != have:
+        return (
+            f"its HTTPRoute sends requests to {'; '.join(map(_words, have)) or 'no backend'} where this "
+            f"spec names {'; '.join(map(_words, want)) or 'no backend'}"
+        )
+    priorities = ",".join(
+        f"{i}:{ref.get('name')}:{int(ref.get('priority') or 0)}"
+        for i, rule in enumerate(rules)
+        for ref in rule.get("backendRefs") or ()
+    )
+    annotations = readiness.get_path(found[0], "metadata", "annotations")
+    written = annotations.get(PRIORITY_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if written != priorities:
+        return f"its HTTPRoute orders the backends {written or 'by nothing'} where this spec says {priorities}"
+    for rule, have_rule in zip(rules, made, strict=True):
+        timeout = readiness.get_path(rule, "timeouts", "request") or _DEFAULT_REQUEST_TIMEOUT
+        made_timeout = readiness.get_path(have_rule, "timeouts", "request")
+        if made_timeout != timeout:
+            return f"its HTTPRoute times requests out after {made_timeout} where this spec says {timeout}"
+    return None

@@ -1,0 +1,192 @@
+"""A route whose spec Envoy AI Gateway has not answered yet is judged by the HTTPRoute Envoy routes by:
+its AIGatewayRoute's Accepted is of the spec before, for as long as the controller does not run."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from function import claims
+from function.conditions import RoutingReason
+from tests.route_support import COMPOSED, READY_GW, XR, gw_required, httproute_made_of
+from tests.support import ROUTE_INPUT, applied, compose, said, stamp_ago
+
+OUR_HTTPROUTE = claims.httproute_key(
+    (
+        COMPOSED["route"]["metadata"]["namespace"],
+        COMPOSED["route"]["spec"]["forProvider"]["manifest"]["metadata"]["name"],
+    )
+)
+
+
+def _spec(**changes: Any) -> dict[str, Any]:
+    """The example route with its spec changed: each keyword a spec field, each backend by name a dict of its
+    fields (None takes it out)."""
+    xr = copy.deepcopy(XR)
+    for field, value in changes.items():
+        if field in ("vllm", "hosted"):
+            backends = xr["spec"]["backends"]
+            at = next(i for i, b in enumerate(backends) if b["name"] == field)
+            if value is None:
+                del backends[at]
+            else:
+                backends[at] |= value
+        else:
+            xr["spec"][field] = value
+    return xr
+
+
+def _as_answered(xr: dict[str, Any], *, accepted_ago: float | None, written_ago: float | None) -> dict[str, Any]:
+    """The example route's observed Objects with `xr`'s spec applied by provider-kubernetes `written_ago`
+    seconds ago (a managedFields entry; None: none), and its AIGatewayRoute stamped Accepted by Envoy AI
+    Gateway `accepted_ago` seconds ago (None: no Accepted)."""
+    observed = applied(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
+    manifest = observed["route"]["status"]["atProvider"]["manifest"]
+    manifest["status"] = {
+        "conditions": []
+        if accepted_ago is None
+        else [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "ReconciliationSucceeded",
+                "lastTransitionTime": stamp_ago(accepted_ago),
+            }
+        ]
+    }
+    if written_ago is not None:
+        manifest.setdefault("metadata", {})["managedFields"] = [
+            {
+                "manager": "provider-kubernetes",
+                "operation": "Apply",
+                "time": stamp_ago(written_ago),
+                "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:rules": {}}},
+            }
+        ]
+    return observed
+
+
+def _made_of(xr: dict[str, Any]) -> dict[str, Any]:
+    """The HTTPRoute Envoy AI Gateway made of `xr`'s spec."""
+    return httproute_made_of(compose(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
+
+
+# (the spec now, the spec the HTTPRoute was made of) -> RoutingReady, and words its message has.
+# The spec was written 20 s ago, past the configuration bound; Accepted was stamped 60 s ago.
+STALE_CASES = [
+    pytest.param(XR, XR, RoutingReason.AVAILABLE, "", id="an HTTPRoute made of the current spec lets the route say True"),
+    pytest.param(
+        _spec(hosted=None),
+        XR,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "its HTTPRoute sends requests to llama-vllm-dca3edf8 (weight 1), llama-hosted-486ab520 (weight 1) where "
+        "this spec names llama-vllm-dca3edf8 (weight 1)",
+        id="an HTTPRoute still sending requests to a backend taken out holds the route: Envoy Gateway answers "
+        "that share 500 once its Backend is deleted",
+    ),
+    pytest.param(
+        XR,
+        _spec(hosted=None),
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "where this spec names llama-vllm-dca3edf8 (weight 1), llama-hosted-486ab520 (weight 1)",
+        id="an HTTPRoute without a backend added since holds the route",
+    ),
+    pytest.param(
+        _spec(vllm={"weight": 3}),
+        XR,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "where this spec names llama-vllm-dca3edf8 (weight 3)",
+        id="an HTTPRoute with the weights before holds the route",
+    ),
+    pytest.param(
+        _spec(hosted={"priority": 0}),
+        XR,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "orders the backends 0:llama-vllm-dca3edf8:0,0:llama-hosted-486ab520:1 where this spec says "
+        "0:llama-vllm-dca3edf8:0,0:llama-hosted-486ab520:0",
+        id="an HTTPRoute with the priorities before holds the route: the fallback is not in effect",
+    ),
+    pytest.param(
+        _spec(timeouts={"request": "30s"}),
+        XR,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "times requests out after 60s where this spec says 30s",
+        id="an HTTPRoute with the request timeout before holds the route",
+    ),
+    pytest.param(
+        _spec(timeouts={}),
+        _spec(timeouts={"request": "30s"}),
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "times requests out after 30s where this spec says 60s",
+        id="a request timeout taken out is Envoy AI Gateway's 60 s once answered, and held until then",
+    ),
+]
+
+
+@pytest.mark.parametrize(("now", "made_of", "reason", "words"), STALE_CASES)
+def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_past_the_bound(
+    now: dict[str, Any], made_of: dict[str, Any], reason: RoutingReason, words: str
+) -> None:
+    """Before, the route said True 18 s after the write whatever the HTTPRoute routed."""
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
+    observed = _as_answered(now, accepted_ago=60, written_ago=20)
+    got = said(compose(now, ROUTE_INPUT, observed, required), "RoutingReady")
+    assert got.reason is reason, got.message
+    assert words in got.message
+    if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
+        assert got.message.startswith("AIGatewayRoute team-a/llama-648adb3a says Accepted of its spec before this one")
+
+
+@pytest.mark.parametrize(
+    ("found", "words"),
+    [
+        pytest.param([], "it has no HTTPRoute", id="no HTTPRoute at all holds the route: Envoy routes nothing to it"),
+        pytest.param(None, "its HTTPRoute is not read yet", id="an HTTPRoute not read yet holds the route: fail closed"),
+    ],
+)
+def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
+    required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
+    observed = _as_answered(XR, accepted_ago=60, written_ago=20)
+    got = said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady")
+    assert (got.reason, words in got.message) == (RoutingReason.ROUTE_NOT_ACCEPTED, True), got.message
+
+
+# (Accepted stamped, spec written: seconds ago; None for none) -> the HTTPRoute asked for.
+ASKED_CASES = [
+    pytest.param(60, 20, True, id="a spec written after the last Accepted stamp asks for the HTTPRoute"),
+    pytest.param(
+        20, 20, True, id="a stamp in the write's own second may be of the reconcile before it: asked for"
+    ),
+    pytest.param(19, 20, False, id="a stamp in a later second answered the spec: nothing asked for"),
+    pytest.param(None, 20, True, id="a spec never stamped Accepted asks for the HTTPRoute"),
+    pytest.param(60, None, False, id="a target without managedFields tells no write: nothing asked for"),
+]
+
+
+@pytest.mark.parametrize(("accepted_ago", "written_ago", "asked"), ASKED_CASES)
+def test_the_httproute_is_asked_for_while_it_can_disagree_with_the_spec(
+    accepted_ago: float | None, written_ago: float | None, asked: bool
+) -> None:
+    observed = _as_answered(XR, accepted_ago=accepted_ago, written_ago=written_ago)
+    wanted = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW)).requirements
+    assert (OUR_HTTPROUTE in wanted) is asked
+    if asked:
+        req = wanted[OUR_HTTPROUTE]
+        assert (req.api_version, req.kind, req.namespace, req.name) == (
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            "team-a",
+            "llama-648adb3a",
+        )
+
+
+def test_a_write_of_labels_alone_holds_nothing_once_the_httproute_agrees() -> None:
+    """provider-kubernetes owns the claim labels and the spec in one managedFields entry: a label written after
+    the last Accepted (no reconcile follows: Envoy AI Gateway reconciles on a generation change) must not hold
+    the route once the configuration bound has passed."""
+    observed = _as_answered(XR, accepted_ago=600, written_ago=30)
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(XR)]}
+    assert said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady").reason is RoutingReason.AVAILABLE
+
