@@ -109,7 +109,9 @@ def httproute_made_of(resources: dict[str, Any], created: str = "2026-11-29T12:0
     backend-ref-priority annotation (`buildPriorityAnnotation`: rule index, AIServiceBackend,
     priority); the AIGatewayRoute's parentRefs."""
     manifests = [o["spec"]["forProvider"]["manifest"] for o in resources.values()]
-    backend_of = {m["metadata"]["name"]: m["spec"]["backendRef"] for m in manifests if m["kind"] == "AIServiceBackend"}
+    backend_of = {
+        m["metadata"]["name"]: m["spec"]["backendRef"] for m in manifests if m["kind"] == "AIServiceBackend"
+    }
     route = resources["route"]["spec"]["forProvider"]["manifest"]
     root = {"type": "PathPrefix", "value": "/"}
     rules: list[dict[str, Any]] = [

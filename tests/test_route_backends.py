@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from function import readiness
+from function import claims, readiness
 from function.cel import workload_query
 from function.conditions import RoutingReason
 from function.naming import unique_name
@@ -21,6 +21,7 @@ from tests.route_support import (
     XR,
     backend_of_schema,
     gw_required,
+    httproute_made_of,
     xr_saying,
 )
 from tests.support import (
@@ -741,7 +742,7 @@ def _spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float
 # under an Accepted stamp of 60 s ago.
 SPEC_WRITTEN_CASES = [
     (
-        "a route renamed 3 s ago, still Accepted for its old spec, is loading",
+        "a route whose spec was written 3 s ago is loading: its HTTPRoute agrees, Envoy may not have it yet",
         "route",
         3,
         {},
@@ -779,10 +780,13 @@ SPEC_WRITTEN_CASES = [
 def test_a_spec_written_after_its_accepted_stamp_is_still_loading(
     name: str, target: str, ago: float, entry: dict[str, Any], reason: str
 ) -> None:
-    """Envoy AI Gateway restamps Accepted only when it reconciles: until then the stamp is of the old spec."""
+    """Envoy AI Gateway restamps Accepted only when it reconciles: until then the stamp is of the old spec.
+    Its HTTPRoute agrees with the spec here (tests/test_route_httproute.py: where it does not)."""
     observed = _accepted_ago(target, 60)
     _spec_written(observed, target, ago, **entry)
-    got = said(compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK), "RoutingReady")
+    made = httproute_made_of(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
+    required = gw_required(READY_GW) | {claims.httproute_key(("team-a", "llama-648adb3a")): [made]}
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
     assert got.reason == RoutingReason[reason], (name, got.message)
 
 

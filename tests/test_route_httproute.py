@@ -38,7 +38,9 @@ def _spec(**changes: Any) -> dict[str, Any]:
     return xr
 
 
-def _as_answered(xr: dict[str, Any], *, accepted_ago: float | None, written_ago: float | None) -> dict[str, Any]:
+def _as_answered(
+    xr: dict[str, Any], *, accepted_ago: float | None, written_ago: float | None
+) -> dict[str, Any]:
     """The example route's observed Objects with `xr`'s spec applied by provider-kubernetes `written_ago`
     seconds ago (a managedFields entry; None: none), and its AIGatewayRoute stamped Accepted by Envoy AI
     Gateway `accepted_ago` seconds ago (None: no Accepted)."""
@@ -76,7 +78,13 @@ def _made_of(xr: dict[str, Any]) -> dict[str, Any]:
 # (the spec now, the spec the HTTPRoute was made of) -> RoutingReady, and words its message has.
 # The spec was written 20 s ago, past the configuration bound; Accepted was stamped 60 s ago.
 STALE_CASES = [
-    pytest.param(XR, XR, RoutingReason.AVAILABLE, "", id="an HTTPRoute made of the current spec lets the route say True"),
+    pytest.param(
+        XR,
+        XR,
+        RoutingReason.AVAILABLE,
+        "",
+        id="an HTTPRoute made of the current spec lets the route say True",
+    ),
     pytest.param(
         _spec(hosted=None),
         XR,
@@ -136,14 +144,20 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
     assert got.reason is reason, got.message
     assert words in got.message
     if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
-        assert got.message.startswith("AIGatewayRoute team-a/llama-648adb3a says Accepted of its spec before this one")
+        assert got.message.startswith(
+            "AIGatewayRoute team-a/llama-648adb3a says Accepted of its spec before this one"
+        )
 
 
 @pytest.mark.parametrize(
     ("found", "words"),
     [
-        pytest.param([], "it has no HTTPRoute", id="no HTTPRoute at all holds the route: Envoy routes nothing to it"),
-        pytest.param(None, "its HTTPRoute is not read yet", id="an HTTPRoute not read yet holds the route: fail closed"),
+        pytest.param(
+            [], "it has no HTTPRoute", id="no HTTPRoute at all holds the route: Envoy routes nothing to it"
+        ),
+        pytest.param(
+            None, "its HTTPRoute is not read yet", id="an HTTPRoute not read yet holds the route: fail closed"
+        ),
     ],
 )
 def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
@@ -188,5 +202,6 @@ def test_a_write_of_labels_alone_holds_nothing_once_the_httproute_agrees() -> No
     the route once the configuration bound has passed."""
     observed = _as_answered(XR, accepted_ago=600, written_ago=30)
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(XR)]}
-    assert said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady").reason is RoutingReason.AVAILABLE
-
+    assert (
+        said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady").reason is RoutingReason.AVAILABLE
+    )

@@ -98,7 +98,9 @@ def differences(
         return "it has no HTTPRoute"
     desired = _manifest(route)
     backends = {
-        str(readiness.get_path(m, "metadata", "name")): str(readiness.get_path(m, "spec", "backendRef", "name"))
+        str(readiness.get_path(m, "metadata", "name")): str(
+            readiness.get_path(m, "spec", "backendRef", "name")
+        )
         for m in map(_manifest, composed.values())
         if m.get("kind") == "AIServiceBackend"
     }
@@ -123,7 +125,9 @@ def differences(
     annotations = readiness.get_path(found[0], "metadata", "annotations")
     written = annotations.get(PRIORITY_ANNOTATION) if isinstance(annotations, Mapping) else None
     if written != priorities:
-        return f"its HTTPRoute orders the backends {written or 'by nothing'} where this spec says {priorities}"
+        return (
+            f"its HTTPRoute orders the backends {written or 'by nothing'} where this spec says {priorities}"
+        )
     for rule, have_rule in zip(rules, made, strict=True):
         timeout = readiness.get_path(rule, "timeouts", "request") or _DEFAULT_REQUEST_TIMEOUT
         made_timeout = readiness.get_path(have_rule, "timeouts", "request")

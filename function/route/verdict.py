@@ -183,7 +183,9 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             ),
         )
     if httproute.unanswered(route):
-        differs = httproute.differences(required.get(claims.httproute_key(me.target)), composed[ROUTE], composed)
+        differs = httproute.differences(
+            required.get(claims.httproute_key(me.target)), composed[ROUTE], composed
+        )
         if differs is not None:
             return Verdict(
                 ROUTING_READY,
