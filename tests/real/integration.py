@@ -64,6 +64,7 @@ from tests.real.scenarios_install import (
 )
 from tests.real.scenarios_models import model_renamed, model_swapped, provider_http_stopped
 from tests.real.scenarios_route import (
+    backend_removed_while_ai_gateway_stopped,
     backend_scaled_to_zero,
     gateway_rate_limit,
     missing_secret,
@@ -142,6 +143,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     model_claimed,
     # Envoy AI Gateway hung through a rename: 70 s where `.ci/run` has no room.
     model_renamed_while_ai_gateway_stopped,
+    # Envoy AI Gateway hung through a backend taken out: 100 s where `.ci/run` has no room.
+    backend_removed_while_ai_gateway_stopped,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
 ]

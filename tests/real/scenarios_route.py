@@ -964,6 +964,69 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
         )
 
 
+def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
+    """Found in review: a spec change Envoy AI Gateway never answers. A route of two backends (the shared
+    vLLM and its own server) takes one out while Envoy AI Gateway's controller is hung: Crossplane deletes
+    that backend's Backend, the HTTPRoute still sends it a share of the requests (Envoy AI Gateway has not
+    rewritten it), and the AIGatewayRoute keeps the Accepted of the spec before. Judged every second for
+    HUNG_S: no second the route says True while a request fails. Resumed, the route says True again and the
+    removed server gets nothing more."""
+    where, model = (ROUTE[0], "split"), "split-model"
+    host = "vllm.team-a.svc.cluster.local"
+    server = Upstream("split", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+    controller = env.sup.find(AIGW_CONTROLLER)
+    try:
+        both = [
+            {"name": "shared", "endpoint": {"hostname": host, "port": VLLM_PORT}},
+            {"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}},
+        ]
+        env.kube.apply(model_route_doc(where, model, both))
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+        # Past its configuration hold, so only the HTTPRoute can hold it back.
+        time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        assert len(server.seen) > 0, "its own server got none of the model's requests before"
+        env.sup.hang(controller)
+        failed, lying, said_then = 0, 0, {}
+        try:
+            env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"backends": both[:1]}})
+            removed_at = time.time()
+            while time.time() < removed_at + HUNG_S:
+                answer = chat(port, model)
+                said_then = condition(env.route(*where), "RoutingReady")
+                if not answer.ok:
+                    failed += 1
+                    lying += said_then.get("status") == "True"
+                time.sleep(1)
+        finally:
+            env.sup.resume(controller)
+        resumed = time.time()
+        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        assert said_then.get("reason") == "RouteNotAccepted", (
+            f"after {HUNG_S} s of Envoy AI Gateway hung: {said_then}"
+        )
+        assert "its HTTPRoute sends requests to" in said_then.get("message", ""), said_then
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+        took = time.time() - resumed
+        before = len(server.seen)
+        for _ in range(5):
+            assert chat(port, model).ok
+        assert len(server.seen) == before, "the removed backend's server still gets the model's requests"
+        r.lags.append(took)
+        r.notes.append(
+            f"Envoy AI Gateway hung {HUNG_S} s after a backend was taken out: {failed} of {HUNG_S} requests failed, "
+            f"the route said RouteNotAccepted (its HTTPRoute) by the end and True {took:.0f} s after the resume"
+        )
+        env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait("the ModelRoute gone", lambda: env.route(*where) is None, CONVERGE_S)
+    finally:
+        server.stop()
+
+
+# How long backend_removed_while_ai_gateway_stopped keeps Envoy AI Gateway hung: past the 18 s hold.
+HUNG_S = 35
+
+
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
     """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
     is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
