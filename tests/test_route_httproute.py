@@ -11,7 +11,7 @@ import pytest
 from function import claims
 from function.conditions import RoutingReason
 from tests.route_support import COMPOSED, READY_GW, XR, gw_required, httproute_made_of
-from tests.support import ROUTE_INPUT, applied, compose, said, stamp_ago
+from tests.support import CLOCK, ROUTE_INPUT, applied, compose, said, stamp_ago
 
 OUR_HTTPROUTE = claims.httproute_key(
     (
@@ -140,7 +140,7 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
     """Before, the route said True 18 s after the write whatever the HTTPRoute routed."""
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
     observed = _as_answered(now, accepted_ago=60, written_ago=20)
-    got = said(compose(now, ROUTE_INPUT, observed, required), "RoutingReady")
+    got = said(compose(now, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
     assert got.reason is reason, got.message
     assert words in got.message
     if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
@@ -163,7 +163,7 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
 def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
     required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
     observed = _as_answered(XR, accepted_ago=60, written_ago=20)
-    got = said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady")
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
     assert (got.reason, words in got.message) == (RoutingReason.ROUTE_NOT_ACCEPTED, True), got.message
 
 
@@ -184,7 +184,7 @@ def test_the_httproute_is_asked_for_while_it_can_disagree_with_the_spec(
     accepted_ago: float | None, written_ago: float | None, asked: bool
 ) -> None:
     observed = _as_answered(XR, accepted_ago=accepted_ago, written_ago=written_ago)
-    wanted = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW)).requirements
+    wanted = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK).requirements
     assert (OUR_HTTPROUTE in wanted) is asked
     if asked:
         req = wanted[OUR_HTTPROUTE]
@@ -203,5 +203,6 @@ def test_a_write_of_labels_alone_holds_nothing_once_the_httproute_agrees() -> No
     observed = _as_answered(XR, accepted_ago=600, written_ago=30)
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(XR)]}
     assert (
-        said(compose(XR, ROUTE_INPUT, observed, required), "RoutingReady").reason is RoutingReason.AVAILABLE
+        said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady").reason
+        is RoutingReason.AVAILABLE
     )

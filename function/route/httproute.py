@@ -13,9 +13,9 @@ answers them 500 (make integration's `backend_removed_while_ai_gateway_stopped`)
 
 The HTTPRoute is read only while it can disagree: from a write of the route's
 spec until Envoy AI Gateway stamps Accepted in a later second (a stamp in the
-write's own second may be of the reconcile before it). A metadata write
-(a claim label) counts as a spec write too, since provider-kubernetes owns both;
-the HTTPRoute then agrees, and nothing is held.
+write's own second may be of the reconcile before it). A route stamped in the
+second it was written (created, often) reads its HTTPRoute on every call until
+its next change: one more object from Crossplane's cache, and a watch.
 """
 
 from __future__ import annotations
