@@ -967,7 +967,7 @@ def model_renamed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
 def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
     """Found in review: a spec change Envoy AI Gateway never answers. A route of two backends (the shared
     vLLM and its own server) takes its own out, and its server is shut down, while Envoy AI Gateway's
-    controller is hung. The AIGatewayRoute keeps the Accepted of the spec before, its HTTPRoute still names
+    controller is hung; the route retries nothing. The AIGatewayRoute keeps the Accepted of the spec before, its HTTPRoute still names
     both, and Envoy keeps sending the removed one its share: Envoy Gateway's translation waits on Envoy AI
     Gateway's extension server, so Envoy's configuration stays as it was (seen here: no xDS update until
     the resume). Judged every second for HUNG_S: requests fail, and never while the route says True.
@@ -981,7 +981,11 @@ def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
             {"name": "shared", "endpoint": {"hostname": host, "port": VLLM_PORT}},
             {"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}},
         ]
-        env.kube.apply(model_route_doc(where, model, both))
+        doc = model_route_doc(where, model, both)
+        # Retries would send the removed share on to the shared server (the default: 2 on a connection
+        # failure), and the requests would succeed (the first run here); without them they fail.
+        doc["spec"]["resilience"] = {"retry": {"attempts": 0}, "outlierDetection": {"consecutiveErrors": 0}}
+        env.kube.apply(doc)
         wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
         # Past its configuration hold, so only the HTTPRoute can hold it back.
         time.sleep(CONFIG_LOAD_BOUND.total_seconds() + 2)
