@@ -997,8 +997,10 @@ def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
         failed, lying, said_then = 0, 0, {}
         try:
             env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"backends": both[:1]}})
+            # Once the route has seen its spec change, its team shuts the removed server down (its open
+            # connections reset too): the route's True of the spec before cannot speak for this one.
+            wait("the route RoutingReady not True", lambda: not true(env.route(*where), "RoutingReady"), 30)
             removed_at = time.time()
-            # Taken out of the route, so its team shuts it down: its open connections reset too.
             server.kill()
             while time.time() < removed_at + HUNG_S:
                 answer = chat(port, model)
