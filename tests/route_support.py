@@ -108,7 +108,12 @@ def httproute_made_of(resources: dict[str, Any], created: str = "2026-11-29T12:0
     request timeout of 60 s where none is set); the catch-all 404 rule after them; the
     backend-ref-priority annotation (`buildPriorityAnnotation`: rule index, AIServiceBackend,
     priority); the AIGatewayRoute's parentRefs."""
-    manifests = [o["spec"]["forProvider"]["manifest"] for o in resources.values()]
+    # A model check is provider-http's Request: no manifest.
+    manifests = [
+        o["spec"]["forProvider"]["manifest"]
+        for o in resources.values()
+        if "manifest" in o["spec"]["forProvider"]
+    ]
     backend_of = {
         m["metadata"]["name"]: m["spec"]["backendRef"] for m in manifests if m["kind"] == "AIServiceBackend"
     }

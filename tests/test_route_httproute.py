@@ -70,6 +70,11 @@ def _as_answered(
     return observed
 
 
+def _without_annotations(made: dict[str, Any]) -> dict[str, Any]:
+    del made["metadata"]["annotations"]
+    return made
+
+
 def _made_of(xr: dict[str, Any]) -> dict[str, Any]:
     """The HTTPRoute Envoy AI Gateway made of `xr`'s spec."""
     return httproute_made_of(compose(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
@@ -84,6 +89,20 @@ STALE_CASES = [
         RoutingReason.AVAILABLE,
         "",
         id="an HTTPRoute made of the current spec lets the route say True",
+    ),
+    pytest.param(
+        _spec(vllm={"weight": 3}),
+        _spec(vllm={"weight": 3}),
+        RoutingReason.AVAILABLE,
+        "",
+        id="an HTTPRoute made of the current spec's weights lets the route say True",
+    ),
+    pytest.param(
+        _spec(vllm={"modelCheck": {}}),
+        _spec(vllm={"modelCheck": {}}),
+        RoutingReason.MODEL_NOT_LOADED,
+        "",
+        id="a backend with a model check (provider-http's Request, no manifest) is compared like any other",
     ),
     pytest.param(
         _spec(hosted=None),
@@ -158,13 +177,22 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
         pytest.param(
             None, "its HTTPRoute is not read yet", id="an HTTPRoute not read yet holds the route: fail closed"
         ),
+        pytest.param(
+            [_without_annotations(_made_of(XR))],
+            "its HTTPRoute orders the backends by nothing where this spec says "
+            "0:llama-vllm-dca3edf8:0,0:llama-hosted-486ab520:1",
+            id="an HTTPRoute without the priority annotation Envoy AI Gateway writes holds the route",
+        ),
     ],
 )
 def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
     required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
     observed = _as_answered(XR, accepted_ago=60, written_ago=20)
     got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
-    assert (got.reason, words in got.message) == (RoutingReason.ROUTE_NOT_ACCEPTED, True), got.message
+    assert (got.reason, f"before this one: {words}. Envoy routes" in got.message) == (
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        True,
+    ), got.message
 
 
 # (Accepted stamped, spec written: seconds ago; None for none) -> the HTTPRoute asked for.

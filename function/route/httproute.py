@@ -25,6 +25,7 @@ from typing import Any
 
 from function import claims, readiness
 from function.outcome import Requirement
+from function.route.plan import ROUTE, SERVICE_BACKEND_PREFIX
 from function.upstream import ACCEPTED
 
 # Envoy AI Gateway writes each backend reference's rule index, AIServiceBackend
@@ -55,72 +56,64 @@ def requirements(target: tuple[str, str], route: Mapping[str, Any] | None) -> di
     return {claims.httproute_key(target): claims.httproute_requirement(target)}
 
 
-def _manifest(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    found = readiness.get_path(obj, "spec", "forProvider", "manifest")
-    return found if isinstance(found, Mapping) else {}
+def _desired(composed: Mapping[str, Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
+    """The AIGatewayRoute's rules as this call composes them, and the Backend each AIServiceBackend it
+    composes names: built by this call, so every field the builders always write is there (and only
+    these Objects: a model check is provider-http's Request, no manifest)."""
 
+    def manifest(name: str) -> Mapping[str, Any]:
+        return composed[name]["spec"]["forProvider"]["manifest"]
 
-def _refs(rule: Mapping[str, Any], backends: Mapping[str, str]) -> list[tuple[str, Any]]:
-    """(Backend, weight) of each reference of a desired AIGatewayRoute rule, as Envoy AI Gateway
-    copies them into the HTTPRoute: the Backend its AIServiceBackend names, the weight as given."""
-    return [
-        (backends.get(str(ref.get("name")), ""), ref.get("weight", 1))
-        for ref in rule.get("backendRefs") or ()
-    ]
+    backends = {
+        manifest(name)["metadata"]["name"]: manifest(name)["spec"]["backendRef"]["name"]
+        for name in composed
+        if name.startswith(SERVICE_BACKEND_PREFIX)
+    }
+    return manifest(ROUTE)["spec"]["rules"], backends
 
 
 def _routed(rule: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """(Backend, weight) of each reference of an HTTPRoute rule (the API server defaults weight to 1;
-    a number handed through protobuf is a double, equal to the int composed)."""
-    return [(str(ref.get("name")), ref.get("weight", 1)) for ref in rule.get("backendRefs") or ()]
+    """(Backend, weight) of each reference of an HTTPRoute rule. The API server defaults a weight to
+    1, so one is always there; a number handed through protobuf is a double, equal to the int
+    composed."""
+    return [(str(ref.get("name")), ref.get("weight")) for ref in rule.get("backendRefs") or ()]
 
 
 def _words(refs: Sequence[tuple[str, Any]]) -> str:
-    return ", ".join(f"{name} (weight {_number(weight)})" for name, weight in refs) or "no backend"
+    return ", ".join(f"{name} (weight {_number(weight)})" for name, weight in refs)
 
 
 def _number(value: Any) -> Any:
+    """A weight as people write it: 1, not the 1.0 protobuf hands over."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def differences(
-    found: Sequence[Mapping[str, Any]] | None,
-    route: Mapping[str, Any],
-    composed: Mapping[str, Mapping[str, Any]],
+    found: Sequence[Mapping[str, Any]] | None, composed: Mapping[str, Mapping[str, Any]]
 ) -> str | None:
     """How the HTTPRoute found differs from what Envoy AI Gateway makes of the AIGatewayRoute this
-    call composes (`route`, an Object; `composed`, every Object of this call, its AIServiceBackends
-    among them), in words; None where it agrees. `found` is what Crossplane handed for the
-    HTTPRoute's requirement: None before it was read, empty where there is none."""
+    call composes (`composed`: every Object of this call, by composition-resource-name), in words;
+    None where it agrees. `found` is what Crossplane handed for the HTTPRoute's requirement: None
+    before it was read, empty where there is none."""
     if found is None:
         return "its HTTPRoute is not read yet"
     if not found:
         return "it has no HTTPRoute"
-    desired = _manifest(route)
-    backends = {
-        str(readiness.get_path(m, "metadata", "name")): str(
-            readiness.get_path(m, "spec", "backendRef", "name")
-        )
-        for m in map(_manifest, composed.values())
-        if m.get("kind") == "AIServiceBackend"
-    }
-    rules = [r for r in readiness.list_at(desired, "spec", "rules") if isinstance(r, Mapping)]
+    rules, backends = _desired(composed)
     made = [
         r
         for r in readiness.list_at(found[0], "spec", "rules")
         if isinstance(r, Mapping) and r.get("name") != _NOT_FOUND_RULE
     ]
-    want = [_refs(r, backends) for r in rules]
+    want = [[(backends[ref["name"]], ref["weight"]) for ref in rule["backendRefs"]] for rule in rules]
     have = [_routed(r) for r in made]
     if want != have:
         return (
             f"its HTTPRoute sends requests to {'; '.join(map(_words, have)) or 'no backend'} where this "
-            f"spec names {'; '.join(map(_words, want)) or 'no backend'}"
+            f"spec names {'; '.join(map(_words, want))}"
         )
     priorities = ",".join(
-        f"{i}:{ref.get('name')}:{int(ref.get('priority') or 0)}"
-        for i, rule in enumerate(rules)
-        for ref in rule.get("backendRefs") or ()
+        f"{i}:{ref['name']}:{ref['priority']}" for i, rule in enumerate(rules) for ref in rule["backendRefs"]
     )
     annotations = readiness.get_path(found[0], "metadata", "annotations")
     written = annotations.get(PRIORITY_ANNOTATION) if isinstance(annotations, Mapping) else None
@@ -128,9 +121,11 @@ def differences(
         return (
             f"its HTTPRoute orders the backends {written or 'by nothing'} where this spec says {priorities}"
         )
-    for rule, have_rule in zip(rules, made, strict=True):
-        timeout = readiness.get_path(rule, "timeouts", "request") or _DEFAULT_REQUEST_TIMEOUT
-        made_timeout = readiness.get_path(have_rule, "timeouts", "request")
-        if made_timeout != timeout:
-            return f"its HTTPRoute times requests out after {made_timeout} where this spec says {timeout}"
+    timeouts = [readiness.get_path(rule, "timeouts", "request") or _DEFAULT_REQUEST_TIMEOUT for rule in rules]
+    made_timeouts = [readiness.get_path(r, "timeouts", "request") for r in made]
+    if made_timeouts != timeouts:
+        return (
+            f"its HTTPRoute times requests out after {', '.join(map(str, made_timeouts))} where this spec "
+            f"says {', '.join(timeouts)}"
+        )
     return None

@@ -183,9 +183,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             ),
         )
     if httproute.unanswered(route):
-        differs = httproute.differences(
-            required.get(claims.httproute_key(me.target)), composed[ROUTE], composed
-        )
+        differs = httproute.differences(required.get(claims.httproute_key(me.target)), composed)
         if differs is not None:
             return Verdict(
                 ROUTING_READY,
