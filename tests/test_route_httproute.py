@@ -156,16 +156,48 @@ STALE_CASES = [
 def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_past_the_bound(
     now: dict[str, Any], made_of: dict[str, Any], reason: RoutingReason, words: str
 ) -> None:
-    """Before, the route said True 18 s after the write whatever the HTTPRoute routed."""
+    """Accepted stamped in the second the spec was written, 20 s ago (past the configuration hold): the
+    stamp may be of the reconcile before the write, so the HTTPRoute decides. Before, the route said True
+    18 s after the write whatever the HTTPRoute routed."""
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
-    observed = _as_answered(now, accepted_ago=60, written_ago=20)
+    observed = _as_answered(now, accepted_ago=20, written_ago=20)
     got = said(compose(now, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
     assert got.reason is reason, got.message
-    assert words in got.message
     if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
         assert got.message.startswith(
             "AIGatewayRoute team-a/llama-648adb3a says Accepted of its spec before this one"
         )
+        assert words in got.message, got.message
+
+
+# (the spec the HTTPRoute was made of) -> words: under an Accepted stamped a second or more before the
+# spec's write, Envoy AI Gateway has not stamped since, so the route is not served whatever it made.
+UNSTAMPED_CASES = [
+    pytest.param(
+        XR,
+        "its HTTPRoute is of this spec, and Envoy AI Gateway has stamped no Accepted since the spec's write: "
+        "it writes the ext-proc's configuration between the two",
+        id="an HTTPRoute made of this spec and not stamped since holds the route: the ext-proc's configuration "
+        "comes between (a tenth of a second True there on the real stack before)",
+    ),
+    pytest.param(
+        _spec(hosted=None),
+        "its HTTPRoute sends requests to llama-vllm-dca3edf8 (weight 1) where this spec names "
+        "llama-vllm-dca3edf8 (weight 1), llama-hosted-486ab520 (weight 1)",
+        id="an HTTPRoute of the spec before, not stamped since, holds the route and says what it routes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("made_of", "words"), UNSTAMPED_CASES)
+def test_a_spec_written_after_the_last_accepted_stamp_is_not_in_effect_whatever_its_httproute(
+    made_of: dict[str, Any], words: str
+) -> None:
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
+    observed = _as_answered(XR, accepted_ago=60, written_ago=20)
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
+    assert got.reason is RoutingReason.ROUTE_NOT_ACCEPTED, got.message
+    assert got.message.endswith(f"Envoy routes by the HTTPRoute: {words}"), got.message
 
 
 @pytest.mark.parametrize(
@@ -187,9 +219,9 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
 )
 def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
     required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
-    observed = _as_answered(XR, accepted_ago=60, written_ago=20)
+    observed = _as_answered(XR, accepted_ago=20, written_ago=20)
     got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
-    assert (got.reason, f"before this one: {words}. Envoy routes" in got.message) == (
+    assert (got.reason, got.message.endswith(f"Envoy routes by the HTTPRoute: {words}")) == (
         RoutingReason.ROUTE_NOT_ACCEPTED,
         True,
     ), got.message
@@ -224,11 +256,12 @@ def test_the_httproute_is_asked_for_while_it_can_disagree_with_the_spec(
         )
 
 
-def test_a_write_of_labels_alone_holds_nothing_once_the_httproute_agrees() -> None:
-    """provider-kubernetes owns the claim labels and the spec in one managedFields entry: a label written after
-    the last Accepted (no reconcile follows: Envoy AI Gateway reconciles on a generation change) must not hold
-    the route once the configuration bound has passed."""
-    observed = _as_answered(XR, accepted_ago=600, written_ago=30)
+def test_a_route_stamped_in_the_second_of_its_write_long_ago_reads_an_httproute_that_agrees_and_is_served() -> (
+    None
+):
+    """Created and stamped within one second (often so): unanswered until its next change, every call reads
+    its HTTPRoute, which agrees, and nothing is held."""
+    observed = _as_answered(XR, accepted_ago=600, written_ago=600)
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(XR)]}
     assert (
         said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady").reason

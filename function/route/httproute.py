@@ -48,6 +48,35 @@ def unanswered(route: Mapping[str, Any] | None) -> bool:
     return stamp is None or stamp <= written
 
 
+def not_in_effect(
+    route: Mapping[str, Any] | None,
+    found: Sequence[Mapping[str, Any]] | None,
+    composed: Mapping[str, Mapping[str, Any]],
+) -> str | None:
+    """Why Envoy may not route the spec this call composes yet, read from the HTTPRoute `found`
+    (None: not read) while the route is unanswered; None where nothing says so.
+
+    An HTTPRoute that agrees under an Accepted stamped in an earlier second than the write is one
+    Envoy AI Gateway has just made and not yet stamped: it writes the ext-proc's configuration
+    between the two, and the configuration hold counts from the stamp, so until the stamp the route
+    is not served yet (it said True for a tenth of a second there on the real stack, after Envoy AI
+    Gateway resumed from a hang longer than the hold).
+    """
+    if not unanswered(route):
+        return None
+    differs = differences(found, composed)
+    if differs is not None:
+        return differs
+    stamp = readiness.condition_time(route, ACCEPTED)
+    written = readiness.spec_written_at(route)
+    if stamp is not None and written is not None and stamp < written:
+        return (
+            "its HTTPRoute is of this spec, and Envoy AI Gateway has stamped no Accepted since the spec's "
+            "write: it writes the ext-proc's configuration between the two"
+        )
+    return None
+
+
 def requirements(target: tuple[str, str], route: Mapping[str, Any] | None) -> dict[str, Requirement]:
     """The HTTPRoute of the AIGatewayRoute `target` (the claims' own key: one read serves both)
     while it can disagree with the spec: `route` is the route's observed Object."""

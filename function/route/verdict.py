@@ -182,17 +182,16 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 else ""
             ),
         )
-    if httproute.unanswered(route):
-        differs = httproute.differences(required.get(claims.httproute_key(me.target)), composed)
-        if differs is not None:
-            return Verdict(
-                ROUTING_READY,
-                False,
-                RoutingReason.ROUTE_NOT_ACCEPTED,
-                f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted of its spec before "
-                f"this one: {differs}. Envoy routes by the HTTPRoute, and Envoy AI Gateway has not made it "
-                "of this spec yet (its controller may be down or not elected)",
-            )
+    why = httproute.not_in_effect(route, required.get(claims.httproute_key(me.target)), composed)
+    if why is not None:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted of its spec before this "
+            "one, and Envoy AI Gateway has not answered this one yet (its controller may be down or not "
+            f"elected); Envoy routes by the HTTPRoute: {why}",
+        )
     written = config_written_at(composed, observed)
     # A stamp further ahead than the bound is a clock that disagrees with ours:
     # it cannot be judged, and must not hold True back for as long as it is ahead.
