@@ -263,7 +263,12 @@ def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
     every reconcile) has not answered the current spec while its stamp is older
     than this.
     """
-    entries = get_path(observed_manifest(obj), "metadata", "managedFields")
+    return written_at(observed_manifest(obj))
+
+
+def written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
+    """When an object's spec was last written (spec_written_at), read from the object itself."""
+    entries = get_path(manifest, "metadata", "managedFields")
     if not isinstance(entries, list):
         return None
     # A status subresource's entry never holds spec fields.

@@ -170,34 +170,64 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
         assert words in got.message, got.message
 
 
-# (the spec the HTTPRoute was made of) -> words: under an Accepted stamped a second or more before the
-# spec's write, Envoy AI Gateway has not stamped since, so the route is not served whatever it made.
+# (the spec the HTTPRoute was made of, seconds since Envoy AI Gateway wrote it or None) -> RoutingReady,
+# under an Accepted stamped 60 s ago and a spec written 20 s ago: no stamp since the write.
 UNSTAMPED_CASES = [
     pytest.param(
         XR,
-        "its HTTPRoute is of this spec, and Envoy AI Gateway has stamped no Accepted since the spec's write: "
-        "it writes the ext-proc's configuration between the two",
-        id="an HTTPRoute made of this spec and not stamped since holds the route: the ext-proc's configuration "
-        "comes between (a tenth of a second True there on the real stack before)",
+        10,
+        RoutingReason.CONFIG_LOADING,
+        id="an HTTPRoute made 10 s ago and not stamped yet holds the route while its configuration loads: "
+        "Envoy AI Gateway writes the ext-proc's between the two (a tenth of a second True on the real stack "
+        "before)",
+    ),
+    pytest.param(
+        XR,
+        30,
+        RoutingReason.AVAILABLE,
+        id="an HTTPRoute that agrees and was written before the spec holds nothing: a write Envoy AI Gateway "
+        "had nothing to answer for",
+    ),
+    pytest.param(
+        XR,
+        None,
+        RoutingReason.AVAILABLE,
+        id="an HTTPRoute that agrees and says nothing of when it was written holds nothing more than the stamps",
     ),
     pytest.param(
         _spec(hosted=None),
-        "its HTTPRoute sends requests to llama-vllm-dca3edf8 (weight 1) where this spec names "
-        "llama-vllm-dca3edf8 (weight 1), llama-hosted-486ab520 (weight 1)",
-        id="an HTTPRoute of the spec before, not stamped since, holds the route and says what it routes",
+        3,
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        id="an HTTPRoute of the spec before holds the route whenever it was written",
     ),
 ]
 
 
-@pytest.mark.parametrize(("made_of", "words"), UNSTAMPED_CASES)
-def test_a_spec_written_after_the_last_accepted_stamp_is_not_in_effect_whatever_its_httproute(
-    made_of: dict[str, Any], words: str
+@pytest.mark.parametrize(("made_of", "made_ago", "reason"), UNSTAMPED_CASES)
+def test_an_httproute_written_since_the_last_accepted_stamp_counts_as_the_configuration_s_write(
+    made_of: dict[str, Any], made_ago: float | None, reason: RoutingReason
 ) -> None:
-    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
+    made = _made_of(made_of)
+    if made_ago is not None:
+        made["metadata"]["managedFields"] = [
+            {
+                "manager": "envoy-ai-gateway-controller",
+                "operation": "Update",
+                "time": stamp_ago(made_ago),
+                "fieldsV1": {"f:spec": {"f:rules": {}}},
+            }
+        ]
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [made]}
     observed = _as_answered(XR, accepted_ago=60, written_ago=20)
-    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
-    assert got.reason is RoutingReason.ROUTE_NOT_ACCEPTED, got.message
-    assert got.message.endswith(f"Envoy routes by the HTTPRoute: {words}"), got.message
+    outcome = compose(XR, ROUTE_INPUT, observed, required, now=CLOCK)
+    got = said(outcome, "RoutingReady")
+    assert got.reason is reason, got.message
+    if reason is RoutingReason.CONFIG_LOADING:
+        assert "configuration was written 10 s ago" in got.message, got.message
+        next_call = outcome.next_call()
+        # Called again a second after the bound, counted from the HTTPRoute's write.
+        assert next_call is not None
+        assert next_call.total_seconds() == 18 - 10 + 1
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,15 @@ def compose(
         (
             t
             for t in (
-                config_loaded_in(plan, verdict, composed, observed),
+                config_loaded_in(
+                    plan,
+                    verdict,
+                    composed,
+                    observed,
+                    httproute.made_at(
+                        observed.get(ROUTE), required.get(claims.httproute_key(unattached.target))
+                    ),
+                ),
                 model_checks_expire_in(plan, observed),
             )
             if t

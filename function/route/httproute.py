@@ -21,6 +21,7 @@ its next change: one more object from Crossplane's cache, and a watch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from function import claims, readiness
@@ -53,28 +54,24 @@ def not_in_effect(
     found: Sequence[Mapping[str, Any]] | None,
     composed: Mapping[str, Mapping[str, Any]],
 ) -> str | None:
-    """Why Envoy may not route the spec this call composes yet, read from the HTTPRoute `found`
-    (None: not read) while the route is unanswered; None where nothing says so.
+    """Why Envoy does not route the spec this call composes yet, read from the HTTPRoute `found`
+    (None: not read) while the route is unanswered; None where nothing says so."""
+    return differences(found, composed) if unanswered(route) else None
 
-    An HTTPRoute that agrees under an Accepted stamped in an earlier second than the write is one
-    Envoy AI Gateway has just made and not yet stamped: it writes the ext-proc's configuration
-    between the two, and the configuration hold counts from the stamp, so until the stamp the route
-    is not served yet (it said True for a tenth of a second there on the real stack, after Envoy AI
-    Gateway resumed from a hang longer than the hold).
+
+def made_at(route: Mapping[str, Any] | None, found: Sequence[Mapping[str, Any]] | None) -> datetime | None:
+    """When Envoy AI Gateway last wrote the HTTPRoute `found`, where it is read (the route unanswered):
+    the route's configuration counts as written then too.
+
+    It writes the HTTPRoute, then the ext-proc's configuration, then the Accepted stamp. Under a stamp
+    from before the spec's write, an HTTPRoute that agrees may be minutes old (a write Envoy AI Gateway
+    never reconciled: no generation change) or a moment old, its configuration not loaded: on the real
+    stack the route said True for a tenth of a second there, as Envoy AI Gateway resumed from a hang
+    longer than the hold, before this.
     """
-    if not unanswered(route):
+    if not found or not unanswered(route):
         return None
-    differs = differences(found, composed)
-    if differs is not None:
-        return differs
-    stamp = readiness.condition_time(route, ACCEPTED)
-    written = readiness.spec_written_at(route)
-    if stamp is not None and written is not None and stamp < written:
-        return (
-            "its HTTPRoute is of this spec, and Envoy AI Gateway has stamped no Accepted since the spec's "
-            "write: it writes the ext-proc's configuration between the two"
-        )
-    return None
+    return readiness.written_at(found[0])
 
 
 def requirements(target: tuple[str, str], route: Mapping[str, Any] | None) -> dict[str, Requirement]:

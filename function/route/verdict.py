@@ -182,7 +182,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 else ""
             ),
         )
-    why = httproute.not_in_effect(route, required.get(claims.httproute_key(me.target)), composed)
+    found = required.get(claims.httproute_key(me.target))
+    why = httproute.not_in_effect(route, found, composed)
     if why is not None:
         return Verdict(
             ROUTING_READY,
@@ -192,7 +193,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "one, and Envoy AI Gateway has not answered this one yet (its controller may be down or not "
             f"elected); Envoy routes by the HTTPRoute: {why}",
         )
-    written = config_written_at(composed, observed)
+    written = config_written_at(composed, observed, httproute.made_at(route, found))
     # A stamp further ahead than the bound is a clock that disagrees with ours:
     # it cannot be judged, and must not hold True back for as long as it is ahead.
     if written is not None and -CONFIG_LOAD_BOUND < plan.now - written < CONFIG_LOAD_BOUND:
@@ -248,7 +249,9 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
 
 
 def config_written_at(
-    composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+    composed: Mapping[str, Any],
+    observed: Mapping[str, Mapping[str, Any]],
+    httproute_made: datetime | None = None,
 ) -> datetime | None:
     """When configuration for this route was last written: the latest Accepted stamp of the
     AIGatewayRoute, the AIServiceBackends and the Backends composed on this call, or the latest
@@ -262,9 +265,11 @@ def config_written_at(
     route's configuration loaded failed requests for up to 3 s after its creation on the real
     data plane (backend_created_late), 15.7 s in the CI run before the bound was 18 s; one
     created more than the bound after its route held nothing back (found in review). No run
-    here has seen a changed Backend fail a request.
+    here has seen a changed Backend fail a request. Where the route's HTTPRoute is read (its
+    spec unanswered), its last write counts too (httproute.made_at).
     """
-    stamps = [
+    stamps = [httproute_made] if httproute_made is not None else []
+    stamps += [
         t
         for name in composed
         if name == ROUTE or name.startswith(SERVICE_BACKEND_PREFIX)
@@ -273,7 +278,8 @@ def config_written_at(
             readiness.spec_written_at(observed.get(name)),
         )
         if t is not None
-    ] + [
+    ]
+    stamps += [
         t
         for name in composed
         if name.startswith(BACKEND_PREFIX)
@@ -283,12 +289,16 @@ def config_written_at(
 
 
 def config_loaded_in(
-    plan: RoutePlan, verdict: Verdict, composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+    plan: RoutePlan,
+    verdict: Verdict,
+    composed: Mapping[str, Any],
+    observed: Mapping[str, Mapping[str, Any]],
+    httproute_made: datetime | None,
 ) -> timedelta | None:
     """While the configuration loads: how soon to be called again to say True, not a poll later."""
     if verdict.reason != RoutingReason.CONFIG_LOADING:
         return None
-    written = config_written_at(composed, observed)
+    written = config_written_at(composed, observed, httproute_made)
     assert written is not None
     # Always more than a second: the verdict holds only while the bound has not passed.
     return written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1)
