@@ -110,8 +110,8 @@ STALE_CASES = [
         RoutingReason.ROUTE_NOT_ACCEPTED,
         "its HTTPRoute sends requests to llama-vllm-dca3edf8 (weight 1), llama-hosted-486ab520 (weight 1) where "
         "this spec names llama-vllm-dca3edf8 (weight 1)",
-        id="an HTTPRoute still sending requests to a backend taken out holds the route: Envoy Gateway answers "
-        "that share 500 once its Backend is deleted",
+        id="an HTTPRoute still sending requests to a backend taken out holds the route: Envoy goes on sending "
+        "it its share",
     ),
     pytest.param(
         XR,

@@ -7,9 +7,10 @@ then restamps Accepted (v1.1.0 `ai_gateway_route.go`: `syncAIGatewayRoute`,
 conditions carry no observedGeneration, so while its controller does not run
 (down, hung, or never elected), an AIGatewayRoute whose spec changed keeps the
 Accepted of the spec before, and only the HTTPRoute tells. A backend taken out
-of a route is then deleted with its Backend by Crossplane while the HTTPRoute
-still sends that backend's share of the requests there, and Envoy Gateway
-answers them 500 (make integration's `backend_removed_while_ai_gateway_stopped`).
+of a route goes on getting its share of the requests, which fail once its
+server is shut down (make integration's `backend_removed_while_ai_gateway_stopped`:
+while Envoy AI Gateway's extension server hangs, Envoy Gateway's translation
+waits on it, and Envoy's configuration stays as it was).
 
 The HTTPRoute is read only while it can disagree: from a write of the route's
 spec until Envoy AI Gateway stamps Accepted in a later second (a stamp in the
