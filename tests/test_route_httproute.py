@@ -162,7 +162,7 @@ def test_a_spec_envoy_ai_gateway_has_not_answered_is_judged_by_its_httproute_pas
     required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_made_of(made_of)]}
     observed = _as_answered(now, accepted_ago=20, written_ago=20)
     got = said(compose(now, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
-    assert got.reason is reason, got.message
+    assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE), got.message
     if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
         assert got.message.startswith(
             "AIGatewayRoute team-a/llama-648adb3a says Accepted of its spec before this one"
@@ -221,7 +221,7 @@ def test_an_httproute_written_since_the_last_accepted_stamp_counts_as_the_config
     observed = _as_answered(XR, accepted_ago=60, written_ago=20)
     outcome = compose(XR, ROUTE_INPUT, observed, required, now=CLOCK)
     got = said(outcome, "RoutingReady")
-    assert got.reason is reason, got.message
+    assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE), got.message
     if reason is RoutingReason.CONFIG_LOADING:
         assert "configuration was written 10 s ago" in got.message, got.message
         next_call = outcome.next_call()
@@ -251,6 +251,7 @@ def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] |
     required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
     observed = _as_answered(XR, accepted_ago=20, written_ago=20)
     got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
+    assert not got.ready
     assert (got.reason, got.message.endswith(f"Envoy routes by the HTTPRoute: {words}")) == (
         RoutingReason.ROUTE_NOT_ACCEPTED,
         True,
