@@ -11,6 +11,7 @@ from tests.support import (
     by_resource_name,
     gateway_fetched,
     load_yaml,
+    stamp_ago,
 )
 
 XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
@@ -37,6 +38,18 @@ ABSENT: dict[str, list[dict[str, Any]]] = {SERVING_REQUIREMENT: [], GATEWAY_REQU
 
 def gw_required(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return gateway_fetched(gw)
+
+
+def spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float, **entry: Any) -> None:
+    """provider-kubernetes' apply of `name`'s target spec `seconds` ago (second precision, as the
+    API server stamps it): a managedFields entry on the target as observed; `entry` overrides its
+    fields."""
+    manifest = observed[name]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("metadata", {}).setdefault("managedFields", []).append(
+        {"manager": "provider-kubernetes/llama-route", "operation": "Apply", "time": stamp_ago(seconds)}
+        | {"fieldsV1": {"f:spec": {"f:rules": {}}}}
+        | entry
+    )
 
 
 def without_status_gateway(gw: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tests.route_support import (
     backend_of_schema,
     gw_required,
     httproute_made_of,
+    spec_written,
     xr_saying,
 )
 from tests.support import (
@@ -727,17 +728,6 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     assert set(rsp.resources) == ALL_NAMES
 
 
-def _spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float, **entry: Any) -> None:
-    """A managedFields entry on `name`'s target, `seconds` ago (second precision, as written)."""
-    stamp = stamp_ago(seconds)
-    manifest = observed[name]["status"]["atProvider"]["manifest"]
-    manifest.setdefault("metadata", {}).setdefault("managedFields", []).append(
-        {"manager": "provider-kubernetes/llama-route", "operation": "Apply", "time": stamp}
-        | {"fieldsV1": {"f:spec": {"f:rules": {}}}}
-        | entry
-    )
-
-
 # (case, target, when the spec was written, the managedFields entry's own fields) -> RoutingReady,
 # under an Accepted stamp of 60 s ago.
 SPEC_WRITTEN_CASES = [
@@ -783,7 +773,7 @@ def test_a_spec_written_after_its_accepted_stamp_is_still_loading(
     """Envoy AI Gateway restamps Accepted only when it reconciles: until then the stamp is of the old spec.
     Its HTTPRoute agrees with the spec here (tests/test_route_httproute.py: where it does not)."""
     observed = _accepted_ago(target, 60)
-    _spec_written(observed, target, ago, **entry)
+    spec_written(observed, target, ago, **entry)
     made = httproute_made_of(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
     required = gw_required(READY_GW) | {claims.httproute_key(("team-a", "llama-648adb3a")): [made]}
     got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")

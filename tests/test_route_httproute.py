@@ -10,7 +10,7 @@ import pytest
 
 from function import claims
 from function.conditions import RoutingReason
-from tests.route_support import COMPOSED, READY_GW, XR, gw_required, httproute_made_of
+from tests.route_support import COMPOSED, READY_GW, XR, gw_required, httproute_made_of, spec_written
 from tests.support import CLOCK, ROUTE_INPUT, applied, compose, said, stamp_ago
 
 OUR_HTTPROUTE = claims.httproute_key(
@@ -59,14 +59,7 @@ def _as_answered(
         ]
     }
     if written_ago is not None:
-        manifest.setdefault("metadata", {})["managedFields"] = [
-            {
-                "manager": "provider-kubernetes",
-                "operation": "Apply",
-                "time": stamp_ago(written_ago),
-                "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:rules": {}}},
-            }
-        ]
+        spec_written(observed, "route", written_ago)
     return observed
 
 

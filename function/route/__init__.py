@@ -222,10 +222,11 @@ def compose(
     gateway_wanted = gateway_requirements(required, ref)
     applied = claims.Applied.of(observed.get(ROUTE))
     unattached = plan.claimant(None)
+    http_route = httproute.Reading.of(unattached.target, observed.get(ROUTE), required)
     outcome = Outcome(
         requirements=gateway_wanted
         | claims.requirements(required, unattached, applied)
-        | httproute.requirements(unattached.target, observed.get(ROUTE))
+        | http_route.requirements()
         | references.requirements(spec.backends, plan.xr_namespace)
     )
     view = read_gateway(required, ref)
@@ -257,22 +258,21 @@ def compose(
     unresolved = references.unresolved(spec.backends, plan.xr_namespace, required)
     backends = read_backends(plan, observed, unresolved)
     verdict = derive_verdict(
-        plan, view, composed, observed, backends, unresolved=unresolved, required=required
+        plan,
+        view,
+        composed,
+        observed,
+        backends,
+        unresolved=unresolved,
+        required=required,
+        http_route=http_route,
     )
     outcome.verdict = verdict
     outcome.ttl = min(
         (
             t
             for t in (
-                config_loaded_in(
-                    plan,
-                    verdict,
-                    composed,
-                    observed,
-                    httproute.made_at(
-                        observed.get(ROUTE), required.get(claims.httproute_key(unattached.target))
-                    ),
-                ),
+                config_loaded_in(plan, verdict, composed, observed, http_route.made_at),
                 model_checks_expire_in(plan, observed),
             )
             if t

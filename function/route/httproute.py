@@ -22,6 +22,7 @@ its next change: one more object from Crossplane's cache, and a watch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,37 +51,53 @@ def unanswered(route: Mapping[str, Any] | None) -> bool:
     return stamp is None or stamp <= written
 
 
-def not_in_effect(
-    route: Mapping[str, Any] | None,
-    found: Sequence[Mapping[str, Any]] | None,
-    composed: Mapping[str, Mapping[str, Any]],
-) -> str | None:
-    """Why Envoy does not route the spec this call composes yet, read from the HTTPRoute `found`
-    (None: not read) while the route is unanswered; None where nothing says so."""
-    return differences(found, composed) if unanswered(route) else None
+@dataclass(frozen=True)
+class Reading:
+    """The route's HTTPRoute as one call knows it, judged once for the requirements, the verdict and
+    the configuration's hold."""
 
+    # The AIGatewayRoute (namespace, name), and so its HTTPRoute's.
+    target: tuple[str, str]
+    # Whether the spec is unanswered: only then is the HTTPRoute read.
+    unanswered: bool
+    # What Crossplane handed for the requirement: None before it was read, empty where there is none.
+    found: Sequence[Mapping[str, Any]] | None
 
-def made_at(route: Mapping[str, Any] | None, found: Sequence[Mapping[str, Any]] | None) -> datetime | None:
-    """When Envoy AI Gateway last wrote the HTTPRoute `found`, where it is read (the route unanswered):
-    the route's configuration counts as written then too.
+    @classmethod
+    def of(
+        cls,
+        target: tuple[str, str],
+        route: Mapping[str, Any] | None,
+        required: Mapping[str, Sequence[Mapping[str, Any]]],
+    ) -> Reading:
+        """`route` is the route's observed Object; `required` what Crossplane fetched for this call."""
+        return cls(target, unanswered(route), required.get(claims.httproute_key(target)))
 
-    It writes the HTTPRoute, then the ext-proc's configuration, then the Accepted stamp. Under a stamp
-    from before the spec's write, an HTTPRoute that agrees may be minutes old (a write Envoy AI Gateway
-    never reconciled: no generation change) or a moment old, its configuration not loaded: on the real
-    stack the route said True for a tenth of a second there, as Envoy AI Gateway resumed from a hang
-    longer than the hold, before this.
-    """
-    if not found or not unanswered(route):
-        return None
-    return readiness.written_at(found[0])
+    def requirements(self) -> dict[str, Requirement]:
+        """The HTTPRoute by name (the claims' own key: one read serves both) while it can disagree."""
+        if not self.unanswered:
+            return {}
+        return {claims.httproute_key(self.target): claims.httproute_requirement(self.target)}
 
+    def not_in_effect(self, composed: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """Why Envoy does not route the spec this call composes yet, while the route is unanswered;
+        None where nothing says so."""
+        return differences(self.found, composed) if self.unanswered else None
 
-def requirements(target: tuple[str, str], route: Mapping[str, Any] | None) -> dict[str, Requirement]:
-    """The HTTPRoute of the AIGatewayRoute `target` (the claims' own key: one read serves both)
-    while it can disagree with the spec: `route` is the route's observed Object."""
-    if not unanswered(route):
-        return {}
-    return {claims.httproute_key(target): claims.httproute_requirement(target)}
+    @property
+    def made_at(self) -> datetime | None:
+        """When Envoy AI Gateway last wrote the HTTPRoute, where it is read: the route's configuration
+        counts as written then too.
+
+        It writes the HTTPRoute, then the ext-proc's configuration, then the Accepted stamp. Under a
+        stamp from before the spec's write, an HTTPRoute that agrees may be minutes old (a write Envoy
+        AI Gateway never reconciled: no generation change) or a moment old, its configuration not
+        loaded: on the real stack the route said True for a tenth of a second there, as Envoy AI
+        Gateway resumed from a hang longer than the hold, before this.
+        """
+        if not self.found or not self.unanswered:
+            return None
+        return readiness.written_at(self.found[0])
 
 
 def _desired(composed: Mapping[str, Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:

@@ -65,6 +65,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     *,
     unresolved: Mapping[str, Sequence[str]],
     required: Mapping[str, Sequence[Mapping[str, Any]]],
+    http_route: httproute.Reading,
 ) -> Verdict:
     """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
     references readable, route and backends Accepted, configuration loaded, and a backend that
@@ -182,8 +183,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 else ""
             ),
         )
-    found = required.get(claims.httproute_key(me.target))
-    why = httproute.not_in_effect(route, found, composed)
+    why = http_route.not_in_effect(composed)
     if why is not None:
         return Verdict(
             ROUTING_READY,
@@ -193,7 +193,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "one, and Envoy AI Gateway has not answered this one yet (its controller may be down or not "
             f"elected); Envoy routes by the HTTPRoute: {why}",
         )
-    written = config_written_at(composed, observed, httproute.made_at(route, found))
+    written = config_written_at(composed, observed, http_route.made_at)
     # A stamp further ahead than the bound is a clock that disagrees with ours:
     # it cannot be judged, and must not hold True back for as long as it is ahead.
     if written is not None and -CONFIG_LOAD_BOUND < plan.now - written < CONFIG_LOAD_BOUND:
