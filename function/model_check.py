@@ -82,6 +82,10 @@ class Probe:
     # connections, 5xx): an untried probe, or one whose failures keep an answer that did not list
     # the model, knows nothing better, and a fallback must not be trusted on it.
     answers_without_it: bool
+    # The 5xx the server answered the probe with, where that is the answer kept: whether Envoy
+    # moves its requests on is the route's policy's to say (a retried code, or ejection), which
+    # the verdict reads; answers_without_it is False for it.
+    server_error: int | None = None
 
 
 def listed(body: Any) -> list[str] | None:
@@ -201,11 +205,13 @@ def judge(  # noqa: PLR0911 - one return per state, in order
     if not (isinstance(code, int | float) and 200 <= code < 300):
         # A code that is no number (a hostile or broken status) is said as it is, never a crash.
         said_code = int(code) if isinstance(code, int | float) and math.isfinite(code) else repr(code)
+        failing = _server_error(code)
         return Probe(
             ProbeState.EXPIRED,
             False,
             f"{ProbeState.EXPIRED}: the probe was answered {said_code}",
-            not _server_error(code),
+            not failing,
+            int(code) if failing else None,
         )
     if models is None:
         return Probe(ProbeState.EXPIRED, False, f"{ProbeState.EXPIRED}: the answer is not a model list", True)
@@ -219,7 +225,8 @@ def judge(  # noqa: PLR0911 - one return per state, in order
 
 
 def _server_error(code: object) -> bool:
-    """A 5xx: Envoy retries it (retriable status codes) and ejects a backend that keeps answering it."""
+    """A 5xx: Envoy moves it on where the route retries that code or ejects a backend that keeps
+    answering it (the verdict's to judge), not at once like a 404."""
     return isinstance(code, int | float) and 500 <= code < 600
 
 

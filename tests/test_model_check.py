@@ -564,6 +564,143 @@ def test_a_fallback_is_trusted_only_when_the_first_backend_is_known_to_serve_or_
         assert "requests Envoy sends to vllm are answered without the model" in routing.message
 
 
+NO_EJECTION = {"consecutiveErrors": 0}
+SPARE_URL = "http://spare.team-a.svc.cluster.local:8000/v1/models"
+DOWN = {"synced": False, "error": "connection refused", "failed": 3}
+
+
+def _three_levels(resilience: dict[str, Any]) -> dict[str, Any]:
+    """vLLM first, a spare self-hosted server second, the hosted provider third: each its own
+    priority level, the route's resilience as given."""
+    xr = _checked(alone=False)
+    backends = xr["spec"]["backends"]
+    backends[1]["priority"] = 2
+    backends.insert(
+        1,
+        {
+            "name": "spare",
+            "endpoint": {"hostname": "spare.team-a.svc.cluster.local", "port": 8000},
+            "priority": 1,
+            "modelCheck": {},
+        },
+    )
+    xr["spec"]["resilience"] = resilience
+    return xr
+
+
+# (case, the route's resilience, RoutingReady) with vLLM and the spare both refusing connections and the
+# hosted provider (the third level) serving: up to their workloads (none named), and listing no model.
+LEVEL_CASES = [
+    (
+        "with one retry and ejection off a request reaches two levels: two dead ones fail it, the third serves none",
+        {"retry": {"attempts": 1}, "outlierDetection": NO_EJECTION},
+        RoutingReason.MODEL_NOT_LOADED,
+    ),
+    (
+        "with two retries and ejection off the third level takes what two dead ones fail",
+        {"retry": {"attempts": 2}, "outlierDetection": NO_EJECTION},
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "with ejection on the dead levels are ejected and the third serves, one retry or none",
+        {"retry": {"attempts": 0}},
+        RoutingReason.AVAILABLE,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("resilience", "reason"), [c[1:] for c in LEVEL_CASES], ids=[c[0] for c in LEVEL_CASES]
+)
+def test_a_request_reaches_one_more_level_a_retry_unless_dead_levels_are_ejected(
+    resilience: dict[str, Any], reason: RoutingReason
+) -> None:
+    """Envoy Gateway's numAttemptsPerPriority 1 (previous_priorities) sends each retry one level on: found
+    in review, every level with weight counted as reached whatever the number of retries."""
+    xr = _three_levels(resilience)
+    observed = dict(COMPOSED_OBSERVED)
+    for kind in ("backend", "service-backend"):
+        observed[f"{kind}-spare"] = copy.deepcopy(observed[f"{kind}-vllm"])
+    observed["model-check-vllm"] = answered(MODEL, **DOWN)
+    observed["model-check-spare"] = answered(MODEL, url=SPARE_URL, **DOWN)
+    routing = said(
+        compose(
+            xr, ROUTE_INPUT, applied(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), gw_required(READY_GW)
+        ),
+        "RoutingReady",
+    )
+    assert (routing.ready, routing.reason) == (reason is RoutingReason.AVAILABLE, reason), routing.message
+
+
+# (case, the route's resilience, the code vLLM answers its probe with, RoutingReady) with the hosted
+# fallback serving.
+SERVER_ERROR_CASES = [
+    (
+        "a 500 neither retried (the default codes) nor ejected for is every request's answer",
+        {"outlierDetection": NO_EJECTION},
+        500,
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+    (
+        "a 503 is retried by default: the fallback serves with ejection off",
+        {"outlierDetection": NO_EJECTION},
+        503,
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a 500 the route retries is moved to the fallback",
+        {"retry": {"statusCodes": [500]}, "outlierDetection": NO_EJECTION},
+        500,
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a 500 is ejected for with retries off: the fallback serves",
+        {"retry": {"attempts": 0}},
+        500,
+        RoutingReason.AVAILABLE,
+    ),
+    (
+        "a 503 with retries and ejection off is every request's answer",
+        {"retry": {"attempts": 0}, "outlierDetection": NO_EJECTION},
+        503,
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+    (
+        "a 503 in a code list that leaves it out with ejection off is every request's answer",
+        {"retry": {"statusCodes": [502]}, "outlierDetection": NO_EJECTION},
+        503,
+        RoutingReason.BACKEND_NOT_SERVING,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("resilience", "code", "reason"),
+    [c[1:] for c in SERVER_ERROR_CASES],
+    ids=[c[0] for c in SERVER_ERROR_CASES],
+)
+def test_a_server_answering_5xx_hands_its_requests_on_only_where_the_route_retries_or_ejects(
+    resilience: dict[str, Any], code: int, reason: RoutingReason
+) -> None:
+    """Found in review: every kept 5xx counted as retried and ejected, and the route said True while a
+    first backend answered every request 500."""
+    xr = _checked(alone=False)
+    xr["spec"]["resilience"] = resilience
+    observed = applied(
+        xr,
+        ROUTE_INPUT,
+        {**COMPOSED_OBSERVED, "model-check-vllm": answered(MODEL, code=code)},
+        gw_required(READY_GW),
+    )
+    routing = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    assert (routing.ready, routing.reason) == (reason is RoutingReason.AVAILABLE, reason), routing.message
+    if reason is RoutingReason.BACKEND_NOT_SERVING:
+        assert (
+            f"requests Envoy sends to vllm are answered {code} (its model check's last answer)"
+            in routing.message
+        )
+
+
 def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> None:
     xr = _checked(alone=False)
     # The fallback, self-hosted too and probed, has another model loaded.

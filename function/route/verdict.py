@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -206,7 +206,18 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"load it within {int(CONFIG_LOAD_BOUND.total_seconds())} s and answer 500 or 503 until then",
         )
     serving = backends.serving
-    wrong = answered_without_the_model(backends, takers)
+    wrong = answered_without_the_model(backends, takers, moves_on(plan.spec, fails_over=fails_over))
+    erring = {b.name: code for b in wrong if (code := backends.probes[b.name].server_error) is not None}
+    if wrong and len(erring) == len(wrong):
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.BACKEND_NOT_SERVING,
+            "requests Envoy sends to "
+            + ", ".join(f"{name} are answered {code}" for name, code in erring.items())
+            + " (its model check's last answer), a code this route neither retries (retry.statusCodes) "
+            f"nor ejects for (outlierDetection off); {backends.details}",
+        )
     if wrong:
         return Verdict(
             ROUTING_READY,
@@ -390,7 +401,9 @@ def read_backends(
     )
 
 
-def answered_without_the_model(backends: BackendsRead, takers: Sequence[Backend]) -> list[Backend]:
+def answered_without_the_model(
+    backends: BackendsRead, takers: Sequence[Backend], moved_on: Callable[[int], bool]
+) -> list[Backend]:
     """The backends taking the model's requests whose servers answer them without it.
 
     Envoy sends a request to the first priority level with healthy hosts. A
@@ -400,7 +413,10 @@ def answered_without_the_model(backends: BackendsRead, takers: Sequence[Backend]
     has not said yet that it lists the model or is down (untried, or failing
     with an answer kept that did not list it). By level, as Envoy reaches
     them: the first level holding such a backend fails its requests, unless
-    a level before it holds a backend that serves.
+    a level before it holds a backend that serves. A server answering 5xx
+    fails them too where the route neither retries that code nor ejects
+    (`moved_on`): a 500 with the default retry codes (502, 503, 504) and
+    ejection off is every request's answer (found in review).
     """
     for level in sorted({b.priority for b in takers}):
         here = [b for b in takers if b.priority == level]
@@ -409,13 +425,18 @@ def answered_without_the_model(backends: BackendsRead, takers: Sequence[Backend]
             for b in here
             if b.name in backends.probes
             and backends.workloads[b.name]
-            and backends.probes[b.name].answers_without_it
+            and _fails_here(backends.probes[b.name], moved_on)
         ]
         if wrong:
             return wrong
         if any(backends.serving[b.name] for b in here):
             return []
     return []
+
+
+def _fails_here(probe: Probe, moved_on: Callable[[int], bool]) -> bool:
+    """The server answers the model's requests at once without it, or with a 5xx Envoy keeps."""
+    return probe.answers_without_it or (probe.server_error is not None and not moved_on(probe.server_error))
 
 
 # Why only the first priority level counts while the route's BackendTrafficPolicy is not in effect.
@@ -437,20 +458,43 @@ def taking_requests(spec: ModelRouteSpec, *, fails_over: bool) -> list[Backend]:
     Envoy sends every request to the highest priority (lowest number) that has
     healthy hosts, split by weight. A backend behind a Service whose pods are
     gone still looks healthy to Envoy until something says otherwise. With
-    retries or outlier ejection on (the route's BackendTrafficPolicy, on by
-    default), that something exists: a retry moves to the next priority, and
-    an endpoint that keeps failing is ejected, so every level with weight can
-    take the model's requests. With both off, or while Envoy Gateway has not
-    accepted the policy (`fails_over` False: Conflicted by an older policy on
-    the same HTTPRoute, so neither is configured), a dead first-level backend
-    is never failed over: only the first level counts. A weight of 0 takes
-    nothing; with every weight 0, Gateway API answers every request 500.
+    outlier ejection on (the route's BackendTrafficPolicy, on by default), an
+    endpoint that keeps failing is ejected, so every level with weight can
+    take the model's requests. With ejection off, only retries move a request
+    on, one level a retry (`numAttemptsPerPriority: 1`: Envoy Gateway v1.8.3
+    `buildRetryPolicy` sets Envoy's previous_priorities), so the first
+    `attempts + 1` levels are all a request reaches: with 1 retry and three
+    levels, two dead ones fail every request while the third serves (found in
+    review). With both off, or while Envoy Gateway has not accepted the policy
+    (`fails_over` False: Conflicted by an older policy on the same HTTPRoute,
+    so neither is configured), a dead first-level backend is never failed
+    over: only the first level counts. A weight of 0 takes nothing; with every
+    weight 0, Gateway API answers every request 500.
     """
     weighted = [b for b in spec.backends if b.weight > 0]
-    if not weighted or (fails_over and retries_or_ejection(spec)):
-        return weighted
-    first = min(b.priority for b in weighted)
-    return [b for b in weighted if b.priority == first]
+    levels = sorted({b.priority for b in weighted})
+    resilience = spec.resilience
+    if not fails_over:
+        reached = levels[:1]
+    elif resilience.outlier_detection.consecutive_errors > 0:
+        reached = levels
+    else:
+        reached = levels[: resilience.retry.attempts + 1]
+    return [b for b in weighted if b.priority in reached]
+
+
+def moves_on(spec: ModelRouteSpec, *, fails_over: bool) -> Callable[[int], bool]:
+    """Whether Envoy moves requests off a backend that answers them with this 5xx: it retries the
+    code (retry.statusCodes, while attempts > 0) or ejects the backend (outlier detection counts
+    every 5xx). Neither is configured while the policy is not in effect."""
+    resilience = spec.resilience
+    retried = set(resilience.retry.status_codes) if resilience.retry.attempts > 0 else set()
+    ejects = resilience.outlier_detection.consecutive_errors > 0
+
+    def judged(code: int) -> bool:
+        return fails_over and (ejects or code in retried)
+
+    return judged
 
 
 def serving_details(
