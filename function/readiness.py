@@ -205,11 +205,31 @@ def in_effect(obj: Mapping[str, Any] | None) -> bool:
 
 
 def in_effect_as_composed(obj: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """In effect, and carrying the spec this call desires of it (applied).
+    """In effect, and carrying the spec this call desires of it (applied), and judged of it
+    where its controller says which generation it judged (accepted_of_its_generation).
 
     A route's model or backends changed in place is what makes requests fail
     while the old status says Accepted, so a route's Objects are judged by this."""
-    return in_effect(obj) and applied(obj, desired)
+    return in_effect(obj) and applied(obj, desired) and accepted_of_its_generation(obj)
+
+
+def accepted_of_its_generation(obj: Mapping[str, Any] | None) -> bool:
+    """The target's Accepted is of its current generation, where the condition says which.
+
+    Envoy Gateway stamps observedGeneration on a Backend's Accepted (v1.8.3
+    `status/backend.go`, `computeBackendAcceptedCondition`; `MergeConditions`
+    moves it on each translation). While its controller is down, a Backend
+    whose endpoint changed keeps the Accepted of the endpoint before, and
+    Envoy keeps sending to the old one (found in review). Envoy AI Gateway's
+    conditions carry no observedGeneration: they pass here, and its own
+    checks judge them (applied, the spec's write against the stamp)."""
+    manifest = observed_manifest(obj)
+    accepted = condition(manifest, "Accepted")
+    judged = accepted.get("observedGeneration") if accepted is not None else None
+    generation = get_path(manifest, "metadata", "generation")
+    if not isinstance(judged, int | float) or not isinstance(generation, int | float):
+        return True
+    return judged >= generation
 
 
 def applied(observed: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

@@ -649,6 +649,41 @@ def test_which_backends_take_the_models_requests(case: FailoverCase) -> None:
     assert said(rsp, "BackendsServing").reason == "Degraded"
 
 
+# (case, the Backend's generation, its Accepted's observedGeneration (None: not stamped)) -> RoutingReady
+GENERATION_CASES = [
+    ("a Backend Accepted of its current generation serves", 2, 2, RoutingReason.AVAILABLE),
+    (
+        "a Backend Accepted of the generation before its endpoint changed routes the old endpoint",
+        2,
+        1,
+        RoutingReason.BACKEND_NOT_ACCEPTED,
+    ),
+    ("an Accepted that names no generation is judged as it is", 2, None, RoutingReason.AVAILABLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("generation", "judged", "reason"),
+    [c[1:] for c in GENERATION_CASES],
+    ids=[c[0] for c in GENERATION_CASES],
+)
+def test_a_backend_counts_only_once_envoy_gateway_accepted_its_current_generation(
+    generation: int, judged: int | None, reason: RoutingReason
+) -> None:
+    """Found in review: with Envoy Gateway's controller down, a Backend whose endpoint changed kept the
+    Accepted of the endpoint before, and the route said True while Envoy sent to the old one."""
+    observed = applied(XR, ROUTE_INPUT, copy.deepcopy(COMPOSED), gw_required(READY_GW))
+    manifest = observed["backend-vllm"]["status"]["atProvider"]["manifest"]
+    manifest["metadata"]["generation"] = float(generation)  # as protobuf hands numbers over
+    accepted = next(c for c in manifest["status"]["conditions"] if c["type"] == "Accepted")
+    if judged is not None:
+        accepted["observedGeneration"] = float(judged)
+    got = said(compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK), "RoutingReady")
+    assert (got.ready, got.reason) == (reason is RoutingReason.AVAILABLE, reason), got.message
+    if reason is RoutingReason.BACKEND_NOT_ACCEPTED:
+        assert "the Accepted of backend-vllm is of an older generation" in got.message
+
+
 def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> None:
     """Envoy AI Gateway names the HTTPRoute it makes after the AIGatewayRoute; a policy aimed elsewhere does nothing."""
     got = compose(XR, ROUTE_INPUT, {}, gw_required(READY_GW)).resources

@@ -171,6 +171,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     )
     if waiting:
         unreadable = [name for name in waiting if readiness.read_failed(observed.get(name))]
+        behind = [name for name in waiting if not readiness.accepted_of_its_generation(observed.get(name))]
         return Verdict(
             ROUTING_READY,
             False,
@@ -180,6 +181,12 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
                 f"; provider-kubernetes cannot read {', '.join(unreadable)} now, "
                 "so their last status is not current"
                 if unreadable
+                else ""
+            )
+            + (
+                f"; the Accepted of {', '.join(behind)} is of an older generation (Envoy Gateway has not "
+                "translated the current spec: its controller may be down), so Envoy routes the spec before"
+                if behind
                 else ""
             ),
         )
