@@ -23,7 +23,7 @@ is not serving, and says which route holds it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,9 +246,15 @@ def requirements(
     return wanted
 
 
-def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) -> str | None:
+def holder(
+    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, *, admits: Callable[[str], bool]
+) -> str | None:
     """`<namespace>/<ModelRoute>` of a route whose HTTPRoute Envoy Gateway sorts before this
-    route's, or None.
+    route's, or None. `admits` says whether the listener takes routes from a namespace: Envoy
+    Gateway refuses an HTTPRoute from any other (NotAllowedByListeners, v1.8.3
+    `processAllowedListenersForParentRefs`), so a claimant there holds nothing, however old
+    (found in review: the route in the Gateway's namespace said ModelClaimed while Envoy served
+    it alone).
 
     None too when Crossplane has not fetched the claimants yet (the first call
     of a reconcile), so nothing is judged on what was not read. An HTTPRoute
@@ -260,6 +266,7 @@ def holder(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) ->
     if REQUIREMENT not in required:
         return None
     others, mine = _contenders(required, me.target)
+    others = [o for o in others if admits(_target(o)[0])]
     if not others:
         return None
 

@@ -14,6 +14,7 @@ from tests.route_support import READY_GW, XR, gw_required
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
+    applied,
     by_resource_name,
     compose,
     load_yaml,
@@ -634,6 +635,39 @@ def test_an_httproute_on_another_gateway_does_not_hold_the_model_here() -> None:
     ]
     got = said(_compose_as_crossplane([MINE, OLD_OTHER], routes), "RoutingReady")
     assert (got.reason, got.ready) == (RoutingReason.AVAILABLE, True)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "reason"),
+    [
+        pytest.param(
+            "Same",
+            RoutingReason.AVAILABLE,
+            id="with allowedRoutes Same an older claimant in another namespace is refused and holds nothing",
+        ),
+        pytest.param(
+            "All", RoutingReason.MODEL_CLAIMED, id="with allowedRoutes All the older claimant holds the model"
+        ),
+    ],
+)
+def test_a_claimant_the_listener_refuses_holds_nothing(allowed: str, reason: RoutingReason) -> None:
+    """Found in review: Envoy Gateway refuses an HTTPRoute from another namespace than a listener with
+    allowedRoutes Same admits, and the route in the Gateway's namespace said ModelClaimed while Envoy
+    served it alone."""
+    gw = copy.deepcopy(READY_GW)
+    gw["status"]["gateway"] |= {"namespace": "team-a", "allowedRoutes": allowed}
+    parent = {**PARENT, "namespace": "team-a"}
+    routes = [
+        httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z", parent=parent),
+        httproute(*T_OTHER, "2026-11-29T11:00:00Z", parent=parent),
+    ]
+    required = {**gw_required(gw), claims.REQUIREMENT: copy.deepcopy([MINE, OLD_OTHER])}
+    observed = applied(XR, ROUTE_INPUT, COMPOSED, required)
+    first = compose(XR, ROUTE_INPUT, observed, required)
+    got = said(
+        compose(XR, ROUTE_INPUT, observed, fetched(required, first.requirements, routes)), "RoutingReady"
+    )
+    assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE), got.message
 
 
 def test_an_httproute_that_no_longer_matches_the_model_does_not_hold_it() -> None:

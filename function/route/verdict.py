@@ -117,7 +117,12 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             if old != claims.UNREAD
             else f"its model or gateway changed ({plan.model} on {where}) and its HTTPRoute is not read yet",
         )
-    held_by = claims.holder(required, me)
+    attachment = view.attachment
+    held_by = claims.holder(
+        required,
+        me,
+        admits=lambda namespace: attachment.allowed_routes != "Same" or namespace == attachment.namespace,
+    )
     if held_by is not None:
         return Verdict(
             ROUTING_READY,

@@ -62,10 +62,16 @@ from tests.real.scenarios_install import (
     examples_rendered_through_the_installed_pod,
     function_revision_upgraded,
 )
-from tests.real.scenarios_models import model_renamed, model_swapped, provider_http_stopped
+from tests.real.scenarios_models import (
+    model_renamed,
+    model_swapped,
+    provider_http_stopped,
+    server_error_not_retried,
+)
 from tests.real.scenarios_route import (
     backend_removed_while_ai_gateway_stopped,
     backend_scaled_to_zero,
+    endpoint_moved_while_envoy_gateway_down,
     gateway_rate_limit,
     missing_secret,
     model_claim_httproute_remade,
@@ -145,8 +151,12 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     model_renamed_while_ai_gateway_stopped,
     # Envoy AI Gateway hung through a backend taken out: 100 s where `.ci/run` has no room.
     backend_removed_while_ai_gateway_stopped,
+    # Envoy Gateway down through a backend's endpoint moved: 60 s and more, where `.ci/run` has no room.
+    endpoint_moved_while_envoy_gateway_down,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
+    # A first backend answering a 500 nothing moves on: 50 s, where `.ci/run` has no room.
+    server_error_not_retried,
 ]
 
 

@@ -15,10 +15,20 @@ import time
 from typing import Any
 
 from tests.real.crossplane import runtime_args
-from tests.real.harness import CONVERGE_S, ROUTE, Env, model_route_doc, route_doc_one_backend
-from tests.real.kube import wait
-from tests.real.prober import XR_API
+from tests.real.harness import (
+    CONVERGE_S,
+    GATEWAY,
+    ROUTE,
+    VLLM_PORT,
+    Env,
+    model_route_doc,
+    route_doc_one_backend,
+    true,
+)
+from tests.real.kube import condition, wait
+from tests.real.prober import XR_API, chat
 from tests.real.report import Report
+from tests.real.upstreams import Upstream
 
 MISTRAL = "mistralai/Mistral-7B-Instruct-v0.3"
 QWEN = "Qwen/Qwen2.5-32B-Instruct"
@@ -120,6 +130,64 @@ def model_swapped(env: Env, r: Report) -> None:
             lambda: all(env.route(ROUTE[0], n) is None for n in ROUTES.values()),
             CONVERGE_S,
         )
+
+
+def server_error_not_retried(env: Env, r: Report) -> None:
+    """Found in review: a first backend answering 500, a code the route does not retry, with ejection off.
+    Every request fails with it while the fallback serves nothing; before the fix the route said True
+    once its model check saw the 500 (every 5xx counted as moved on). The server starts failing, the
+    prober judges every second past the probe's bound, the route must say BackendNotServing, and True
+    again once the server answers again."""
+    bound = poll_s() + WATCH_PATH_S
+    where, model = (ROUTE[0], "erring"), "erring-model"
+    host = "vllm.team-a.svc.cluster.local"
+    own = Upstream("erring", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2, models=[model]).start()
+    try:
+        backends = [
+            {"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}, "modelCheck": {}},
+            {"name": "shared", "endpoint": {"hostname": host, "port": VLLM_PORT}, "priority": 1},
+        ]
+        doc = model_route_doc(where, model, backends)
+        # The default retries (502, 503, 504) and no ejection: a 500 is nobody's to move on.
+        doc["spec"]["resilience"] = {"outlierDetection": {"consecutiveErrors": 0}}
+        env.kube.apply(doc)
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        assert all(chat(port, model).ok for _ in range(4))
+        assert own.seen, "the first backend got none of the model's requests"
+        env.prober.fault(detection_s=bound)
+        started = time.time()
+        own.failing = 500
+        wait("the route RoutingReady not True", lambda: not true(env.route(*where), "RoutingReady"), bound)
+        took = time.time() - started
+        failed, lying, said_then = 0, 0, {}
+        for _ in range(ERRING_S):
+            answer = chat(port, model)
+            said_then = condition(env.route(*where), "RoutingReady")
+            failed += not answer.ok
+            lying += not answer.ok and said_then.get("status") == "True"
+            time.sleep(1)
+        assert failed == ERRING_S, f"{ERRING_S - failed} of {ERRING_S} requests served: the 500 was moved on"
+        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        assert said_then.get("reason") == "BackendNotServing", said_then
+        assert "own are answered 500" in said_then.get("message", ""), said_then
+        env.prober.fault(detection_s=bound)
+        own.failing = None
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), bound)
+        assert all(chat(port, model).ok for _ in range(4))
+        r.lags.append(took)
+        r.notes.append(
+            f"a first backend answering 500 (not retried, ejection off): BackendNotServing {took:.0f} s after "
+            f"(bound {bound:.0f} s), then {failed} of {ERRING_S} requests failed, none while it said True"
+        )
+    finally:
+        env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait("the ModelRoute gone", lambda: env.route(*where) is None, CONVERGE_S)
+        own.stop()
+
+
+# How long server_error_not_retried judges the failing server, past the route's word.
+ERRING_S = 20
 
 
 STOPPED = "probe-stopped"

@@ -1038,6 +1038,81 @@ def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
 HUNG_S = 35
 
 
+def endpoint_moved_while_envoy_gateway_down(env: Env, r: Report) -> None:
+    """Found in review: a Backend whose endpoint changed while Envoy Gateway's controller is down keeps the
+    Accepted of the endpoint before, and Envoy, whose configuration nothing rewrites, keeps sending there.
+    A route of one backend moves it to another server, and the old server is shut down, with Envoy
+    Gateway killed; the route retries nothing. Judged every second for HUNG_S: requests fail, and never
+    while the route says True (the Backend's Accepted is of an older generation). Envoy Gateway back,
+    the route says True once Envoy sends to the new server, and every request succeeds there."""
+    where, model = (ROUTE[0], "moved"), "moved-model"
+    host = "vllm.team-a.svc.cluster.local"
+    old = Upstream("moved-old", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 2).start()
+    new = Upstream("moved-new", "openai", host="0.0.0.0", bind_port=VLLM_PORT + 3).start()
+    try:
+        doc = model_route_doc(
+            where, model, [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 2}}]
+        )
+        doc["spec"]["resilience"] = {"retry": {"attempts": 0}, "outlierDetection": {"consecutiveErrors": 0}}
+        env.kube.apply(doc)
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+        port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+        for _ in range(4):
+            assert chat(port, model).ok
+        assert old.seen, "the old server got none of the model's requests before"
+        controller = env.sup.find("envoy-gateway")
+        env.sup.kill(controller)
+        failed, lying, said_then = 0, 0, {}
+        try:
+            moved = [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 3}}]
+            env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"backends": moved}})
+            # Once provider-kubernetes has applied the new endpoint, its team shuts the old server down.
+            wait(
+                "the Backend's new endpoint applied",
+                lambda: any(
+                    f"{VLLM_PORT + 3}"
+                    in json.dumps(readiness.get_path(o, "status", "atProvider", "manifest", "spec"))
+                    for name, o in env.objects(where[0]).items()
+                    if readiness.get_path(o, "spec", "forProvider", "manifest", "kind") == "Backend"
+                ),
+                30,
+            )
+            moved_at = time.time()
+            old.kill()
+            while time.time() < moved_at + HUNG_S:
+                answer = chat(port, model)
+                said_then = condition(env.route(*where), "RoutingReady")
+                if not answer.ok:
+                    failed += 1
+                    lying += said_then.get("status") == "True"
+                time.sleep(1)
+        finally:
+            env.sup.restart(controller)
+        back = time.time()
+        assert failed, f"no request failed in {HUNG_S} s: Envoy no longer sent to the old endpoint"
+        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        assert said_then.get("reason") == "BackendNotAccepted", (
+            f"after {HUNG_S} s of Envoy Gateway down: {said_then}"
+        )
+        assert "of an older generation" in said_then.get("message", ""), said_then
+        wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+        took = time.time() - back
+        answers = [chat(port, model) for _ in range(6)]
+        assert all(a.ok for a in answers), f"after the route said True: {answers}"
+        assert new.seen, "the new server got none of the model's requests"
+        r.lags.append(took)
+        r.notes.append(
+            f"Envoy Gateway down {HUNG_S} s after a backend's endpoint moved and its old server stopped: "
+            f"{failed} of {HUNG_S} requests failed, none while the route said True ({said_then.get('reason')} "
+            f"by the end); True {took:.0f} s after it came back"
+        )
+        env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+        wait("the ModelRoute gone", lambda: env.route(*where) is None, CONVERGE_S)
+    finally:
+        old.stop()
+        new.stop()
+
+
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
     """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
     is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside

@@ -56,6 +56,9 @@ class Upstream:
     seen: list[Seen] = field(default_factory=list)
     # While True, answers 503 as a server with no ready replica behind its Service would fail.
     down: bool = False
+    # While set, answers every request, its model list's too, with this code: a server up and failing
+    # (an engine crashed behind its HTTP front).
+    failing: int | None = None
     # What the server has loaded, as a self-hosted server (vLLM) lists it at GET /v1/models and
     # refuses any other model (404 "The model ... does not exist"); None: it answers any model
     # and lists none.
@@ -100,6 +103,9 @@ class Upstream:
                     body = {}
                 model = body.get("model") if isinstance(body, dict) else None
                 time.sleep(upstream.delay_s)
+                if upstream.failing is not None:
+                    self._answer(upstream.failing, {"error": {"message": f"{upstream.name} is failing"}})
+                    return
                 if upstream.down:
                     self._answer(503, {"error": {"message": f"{upstream.name} has no ready replica"}})
                     return
@@ -117,6 +123,9 @@ class Upstream:
 
             def do_GET(self) -> None:
                 time.sleep(upstream.delay_s)
+                if upstream.failing is not None:
+                    self._answer(upstream.failing, {"error": {"message": f"{upstream.name} is failing"}})
+                    return
                 loaded = upstream.models
                 if self.path == "/v1/models" and loaded is not None:
                     self._answer(
