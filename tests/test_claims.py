@@ -638,19 +638,31 @@ def test_an_httproute_on_another_gateway_does_not_hold_the_model_here() -> None:
 
 
 @pytest.mark.parametrize(
-    ("allowed", "reason"),
+    ("allowed", "other", "reason"),
     [
         pytest.param(
             "Same",
+            "team-b",
             RoutingReason.AVAILABLE,
             id="with allowedRoutes Same an older claimant in another namespace is refused and holds nothing",
         ),
         pytest.param(
-            "All", RoutingReason.MODEL_CLAIMED, id="with allowedRoutes All the older claimant holds the model"
+            "All",
+            "team-b",
+            RoutingReason.MODEL_CLAIMED,
+            id="with allowedRoutes All the older claimant holds the model",
+        ),
+        pytest.param(
+            "Same",
+            "team-a",
+            RoutingReason.MODEL_CLAIMED,
+            id="with allowedRoutes Same an older claimant in the gateway's namespace holds the model",
         ),
     ],
 )
-def test_a_claimant_the_listener_refuses_holds_nothing(allowed: str, reason: RoutingReason) -> None:
+def test_a_claimant_the_listener_refuses_holds_nothing(
+    allowed: str, other: str, reason: RoutingReason
+) -> None:
     """Found in review: Envoy Gateway refuses an HTTPRoute from another namespace than a listener with
     allowedRoutes Same admits, and the route in the Gateway's namespace said ModelClaimed while Envoy
     served it alone."""
@@ -659,9 +671,10 @@ def test_a_claimant_the_listener_refuses_holds_nothing(allowed: str, reason: Rou
     parent = {**PARENT, "namespace": "team-a"}
     routes = [
         httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z", parent=parent),
-        httproute(*T_OTHER, "2026-11-29T11:00:00Z", parent=parent),
+        httproute(other, T_OTHER[1], "2026-11-29T11:00:00Z", parent=parent),
     ]
-    required = {**gw_required(gw), claims.REQUIREMENT: copy.deepcopy([MINE, OLD_OTHER])}
+    older = claimant(other, "other-route", "other", "2026-11-29T11:00:00Z")
+    required = {**gw_required(gw), claims.REQUIREMENT: [copy.deepcopy(MINE), older]}
     observed = applied(XR, ROUTE_INPUT, COMPOSED, required)
     first = compose(XR, ROUTE_INPUT, observed, required)
     got = said(
