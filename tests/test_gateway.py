@@ -2473,3 +2473,124 @@ def test_the_policy_goes_and_the_key_stops_being_asked_for_exactly_at_their_boun
     on = plan({**AUTH_XR["spec"]})
     assert not auth_policy_held(on, {"callerAuth": previous}, accepted)
     assert auth_removed_in(on, {"callerAuth": previous}) is None
+
+
+# --- a change of the first listener Envoy Gateway has not programmed yet -------------------------
+
+
+def _edited(**listener: Any) -> dict[str, Any]:
+    """The example gateway with its first listener changed, and any listeners given after it."""
+    xr = copy.deepcopy(XR)
+    first = {"name": "http"} | {k: v for k, v in listener.items() if k != "then"}
+    xr["spec"]["listeners"] = [first, *listener.get("then", [])]
+    return xr
+
+
+def _programmed_at(
+    xr: dict[str, Any], generation: int | None, judged: int | None
+) -> dict[str, dict[str, Any]]:
+    """The ready state, with `xr`'s spec applied to the Gateway (its generation given), every listener
+    Programmed of generation `judged` (None: no observedGeneration), and the serving record as the example
+    gateway, before the edit, published it."""
+    before = gateway.compose(
+        XR,
+        InferenceGatewaySpec.model_validate(XR["spec"]),
+        Input.model_validate(GATEWAY_INPUT),
+        observed_state("ready"),
+    )
+    observed = applied(xr, GATEWAY_INPUT, observed_state("ready"), {})
+    manifest = observed[GATEWAY]["status"]["atProvider"]["manifest"]
+    if generation is not None:
+        manifest["metadata"]["generation"] = float(generation)  # as protobuf hands numbers over
+    programmed: dict[str, Any] = {"type": "Programmed", "status": "True", "reason": "Programmed"}
+    if judged is not None:
+        programmed["observedGeneration"] = float(judged)
+    manifest["status"]["listeners"] = [
+        {"name": item["name"], "conditions": [programmed]} for item in xr["spec"]["listeners"]
+    ]
+    observed[SERVING_RECORD] = copy.deepcopy(before.resources[SERVING_RECORD])
+    return observed
+
+
+# (case, the edited gateway, Gateway generation, listeners' Programmed observedGeneration) -> held
+LISTENER_HOLD_CASES = [
+    (
+        "a host name Envoy Gateway has not programmed yet is held",
+        _edited(hostname="new.example.com"),
+        3,
+        2,
+        True,
+    ),
+    ("a host name programmed is published", _edited(hostname="new.example.com"), 3, 3, False),
+    ("a port Envoy Gateway has not programmed yet is held", _edited(port=8080), 3, 2, True),
+    (
+        "allowedRoutes Envoy Gateway has not programmed yet are held",
+        _edited(allowedRoutes="Same"),
+        3,
+        2,
+        True,
+    ),
+    (
+        "a listener added changes nothing published: nothing is held while Envoy Gateway catches up",
+        _edited(then=[{"name": "extra", "port": 8081}]),
+        3,
+        2,
+        False,
+    ),
+    (
+        "a Programmed that names no generation is judged as it is",
+        _edited(hostname="new.example.com"),
+        3,
+        None,
+        False,
+    ),
+    (
+        "a Gateway that names no generation is judged as it is",
+        _edited(hostname="new.example.com"),
+        None,
+        2,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("xr", "generation", "judged", "held"),
+    [c[1:] for c in LISTENER_HOLD_CASES],
+    ids=[c[0] for c in LISTENER_HOLD_CASES],
+)
+def test_a_first_listener_changed_is_published_once_envoy_gateway_programmed_it(
+    xr: dict[str, Any], generation: int | None, judged: int | None, held: bool
+) -> None:
+    """Found in review: a listener's host name, port or allowedRoutes changed while Envoy Gateway's
+    controller was down was published at once, and GatewayReady said True of a URL Envoy did not serve."""
+    observed = _programmed_at(xr, generation, judged)
+    got = compose(xr, GATEWAY_INPUT, observed)
+    ready = said(got, "GatewayReady")
+    published = got.status["gateway"]
+    record = serving_record.as_gateway(got.resources[SERVING_RECORD])
+    assert record is not None
+    before = serving_record.as_gateway(observed[SERVING_RECORD])
+    assert before is not None
+    if held:
+        assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+        assert "has programmed generation 2 only" in ready.message
+        for key in ("listener", "allowedRoutes", "hostname", "url", "urls"):
+            assert published.get(key) == before["status"]["gateway"].get(key), key
+        assert record["status"]["gateway"] == before["status"]["gateway"] | {
+            k: v
+            for k, v in published.items()
+            if k not in ("listener", "allowedRoutes", "hostname", "url", "urls")
+        }
+    else:
+        assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message
+        spec = xr["spec"]["listeners"][0]
+        assert published.get("hostname") == spec.get("hostname")
+        assert published["allowedRoutes"] == spec.get("allowedRoutes", "All")
+
+
+def test_a_listener_change_with_no_record_published_yet_holds_nothing() -> None:
+    xr = _edited(hostname="new.example.com")
+    observed = _programmed_at(xr, 3, 2)
+    del observed[SERVING_RECORD]
+    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE

@@ -63,6 +63,7 @@ from function.gateway.verdict import (
     caller_auth,
     derive_verdict,
     for_routes,
+    listener_change_held,
     published_status,
     settle,
 )
@@ -245,9 +246,12 @@ def compose(
         observed.get(SECURITY_POLICY),
         _policy_objects(xr, required or {}),
     )
-    verdict = derive_verdict(plan, observed, composed, previous, told)
+    listener_held = listener_change_held(plan, observed)
+    verdict = derive_verdict(plan, observed, composed, previous, told, held=listener_held)
     wanted = policy_object_requirements(plan)
-    status = published_status(plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous), told)
+    status = published_status(
+        plan, observed, settle(plan, verdict, observed.get(OBSERVER), previous), told, held=listener_held
+    )
     outcome = Outcome(
         resources=composed
         | {

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from function import readiness
+from function import readiness, serving_record
 from function.api import Listener, ServiceType
 from function.conditions import GATEWAY_READY, GatewayReason, Verdict
 from function.gateway.plan import (
@@ -16,6 +17,7 @@ from function.gateway.plan import (
     GATEWAY,
     OBSERVER,
     SECURITY_POLICY,
+    SERVING_RECORD,
     GatewayPlan,
 )
 from function.readiness import RolloutState
@@ -197,6 +199,8 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     composed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None = None,
     told: Mapping[str, Any] | None = None,
+    *,
+    held: HeldListener | None = None,
 ) -> Verdict:
     """GatewayReady: Gateway and listeners Programmed, anchor Accepted, rollout done; first failure wins.
     `told`: the callerAuth this call publishes (caller_auth), with its memory of a removed policy."""
@@ -217,6 +221,13 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     listener = _listener_not_programmed(plan, gateway)
     if listener is not None:
         return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
+    if held is not None:
+        return _not_ready(
+            GatewayReason.LISTENER_NOT_PROGRAMMED,
+            f"{gateway_ref} listener {plan.spec.listeners[0].name} changed (generation {held.generation}) "
+            f"and Envoy Gateway has programmed generation {held.programmed} only (is its controller down?): "
+            f"Envoy serves the listener as it was ({held.before.get('url', 'its URL before')})",
+        )
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
         state = "has not been created yet" if anchor is None else "is not Accepted"
@@ -439,6 +450,82 @@ def auth_removed_in(plan: GatewayPlan, published: Mapping[str, Any]) -> timedelt
     return due - plan.now + timedelta(seconds=1)
 
 
+# What routes attach by and clients reach of the first listener, as status.gateway publishes it.
+_ATTACH_FIELDS = ("listener", "allowedRoutes", "hostname", "url", "urls")
+
+
+def attach_point(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The first listener as the spec says it and clients reach it: routes attach to it only
+    (sectionName), so only its URL reaches a model."""
+    listener = plan.spec.listeners[0]
+    point: dict[str, Any] = {
+        "listener": listener.name,
+        # Routes from other namespaces read it: with Same, Envoy Gateway refuses them.
+        "allowedRoutes": listener.allowed_routes,
+    }
+    addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
+    if isinstance(addresses, list):
+        values: list[str] = [
+            a["value"] for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
+        ]
+        if values:
+            point["address"] = values[0]
+            url = listener_url(listener, values[0], client_port(plan, observed))
+            if url is not None:
+                point["url"] = url
+                point["urls"] = [url]
+    if listener.hostname is not None:
+        point["hostname"] = listener.hostname
+    return point
+
+
+@dataclass(frozen=True)
+class HeldListener:
+    """A change of the first listener Envoy Gateway has not programmed yet: what was published before."""
+
+    before: dict[str, Any]
+    programmed: int
+    generation: int
+
+
+def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> HeldListener | None:
+    """The first listener as the serving record published it, while the spec changed it and Envoy
+    Gateway has programmed an older generation of the Gateway only.
+
+    Envoy Gateway stamps each listener's Programmed with the Gateway's generation it translated
+    (v1.8.3 `status/gateway.go`); until it translates the new one (its controller down, or slow),
+    Envoy serves the listener as it was, and a new host name, port, protocol or allowedRoutes
+    published at once is a URL nothing answers (found in review). The record is what the calls
+    before published, so it keeps the listener as it was while the change waits; a change of
+    another listener (one added) changes nothing published and holds nothing.
+    """
+    listener = plan.spec.listeners[0].name
+    gateway = readiness.observed_manifest(observed.get(GATEWAY))
+    found = next(
+        (
+            item
+            for item in readiness.list_at(gateway, "status", "listeners")
+            if isinstance(item, Mapping) and item.get("name") == listener
+        ),
+        None,
+    )
+    programmed = readiness.condition({"status": found}, PROGRAMMED) if found is not None else None
+    judged = programmed.get("observedGeneration") if programmed is not None else None
+    generation = readiness.get_path(gateway, "metadata", "generation")
+    if not isinstance(judged, int | float) or not isinstance(generation, int | float) or judged >= generation:
+        return None
+    record = observed.get(SERVING_RECORD)
+    seen = serving_record.as_gateway(record) if record is not None else None
+    published = readiness.get_path(seen, "status", "gateway")
+    if not isinstance(published, Mapping):
+        return None
+    before = {k: published[k] for k in _ATTACH_FIELDS if k in published}
+    now = {k: v for k, v in attach_point(plan, observed).items() if k in _ATTACH_FIELDS}
+    if before == now:
+        return None
+    return HeldListener(before, int(judged), int(generation))
+
+
 def listener_url(listener: Listener, address: str, port: int | None) -> str | None:
     """Where clients reach a listener on `port`, or None where no URL would be right.
 
@@ -482,35 +569,20 @@ def published_status(
     observed: Mapping[str, Mapping[str, Any]],
     settled_template: str | None,
     told: Mapping[str, Any] | None,
+    *,
+    held: HeldListener | None = None,
 ) -> dict[str, Any]:
     """What a ModelRoute needs to attach, what an operator needs to see, what we remember; `told`
-    is what callers are told to send (caller_auth)."""
-    gateway: dict[str, Any] = {
-        "name": plan.gateway_name,
-        "namespace": plan.namespace,
-        "listener": plan.spec.listeners[0].name,
-        # Routes from other namespaces read it: with Same, Envoy Gateway refuses them.
-        "allowedRoutes": plan.spec.listeners[0].allowed_routes,
-    }
+    is what callers are told to send (caller_auth); `held`, a change of the first listener Envoy
+    Gateway has not programmed yet (listener_change_held)."""
+    point = attach_point(plan, observed)
+    if held is not None:
+        # Envoy serves the first listener as it was: routes attach, and clients go, as before.
+        point = {k: v for k, v in point.items() if k not in _ATTACH_FIELDS} | held.before
+    gateway: dict[str, Any] = {"name": plan.gateway_name, "namespace": plan.namespace} | point
     # Routes tell their callers that a key is needed, and in which header.
     if told is not None:
         gateway["callerAuth"] = dict(told)
-    addresses = readiness.get_path(readiness.observed_manifest(observed.get(GATEWAY)), "status", "addresses")
-    if isinstance(addresses, list):
-        values: list[str] = [
-            a["value"] for a in addresses if isinstance(a, Mapping) and isinstance(a.get("value"), str)
-        ]
-        if values:
-            gateway["address"] = values[0]
-            # Routes attach to the first listener only (sectionName), so only
-            # its URL reaches a model.
-            url = listener_url(plan.spec.listeners[0], values[0], client_port(plan, observed))
-            if url is not None:
-                gateway["url"] = url
-                gateway["urls"] = [url]
-    hostname = plan.spec.listeners[0].hostname
-    if hostname is not None:
-        gateway["hostname"] = hostname
     namespace, name = plan.deployment
     deployment: dict[str, Any] = {"name": name, "namespace": namespace}
     observer = observed.get(OBSERVER)
