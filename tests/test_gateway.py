@@ -2594,3 +2594,15 @@ def test_a_listener_change_with_no_record_published_yet_holds_nothing() -> None:
     observed = _programmed_at(xr, 3, 2)
     del observed[SERVING_RECORD]
     assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_a_listener_change_not_yet_applied_to_the_gateway_is_held() -> None:
+    """The first calls after the change: the Gateway still carries the spec before (its Programmed of its
+    own generation), and the record, written before the Gateway, would say the change was published
+    (found on the real stack: the hold never began)."""
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(XR, 2, 2)
+    got = compose(xr, GATEWAY_INPUT, observed)
+    ready = said(got, "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+    assert got.status["gateway"]["allowedRoutes"] == "All"

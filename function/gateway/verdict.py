@@ -224,9 +224,10 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     if held is not None:
         return _not_ready(
             GatewayReason.LISTENER_NOT_PROGRAMMED,
-            f"{gateway_ref} listener {plan.spec.listeners[0].name} changed (generation {held.generation}) "
-            f"and Envoy Gateway has programmed generation {held.programmed} only (is its controller down?): "
-            f"Envoy serves the listener as it was ({held.before.get('url', 'its URL before')})",
+            f"{gateway_ref} listener {plan.spec.listeners[0].name} changed and Envoy Gateway has programmed "
+            f"generation {held.programmed} only (the Gateway is at {held.generation}, or not yet applied; is "
+            f"its controller down?): Envoy serves the listener as it was "
+            f"({held.before.get('url', 'its URL before')})",
         )
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
@@ -488,9 +489,13 @@ class HeldListener:
     generation: int
 
 
-def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> HeldListener | None:
+def listener_change_held(
+    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], composed: Mapping[str, Mapping[str, Any]]
+) -> HeldListener | None:
     """The first listener as the serving record published it, while the spec changed it and Envoy
-    Gateway has programmed an older generation of the Gateway only.
+    Gateway has programmed an older generation of the Gateway only, or the Gateway does not carry
+    the spec composed now yet (the first calls after the change: the record is written before
+    provider-kubernetes applies the Gateway, so it alone would say the change was published).
 
     Envoy Gateway stamps each listener's Programmed with the Gateway's generation it translated
     (v1.8.3 `status/gateway.go`); until it translates the new one (its controller down, or slow),
@@ -512,7 +517,9 @@ def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, 
     programmed = readiness.condition({"status": found}, PROGRAMMED) if found is not None else None
     judged = programmed.get("observedGeneration") if programmed is not None else None
     generation = readiness.get_path(gateway, "metadata", "generation")
-    if not isinstance(judged, int | float) or not isinstance(generation, int | float) or judged >= generation:
+    if not isinstance(judged, int | float) or not isinstance(generation, int | float):
+        return None
+    if judged >= generation and readiness.applied(observed.get(GATEWAY), composed[GATEWAY]):
         return None
     record = observed.get(SERVING_RECORD)
     seen = serving_record.as_gateway(record) if record is not None else None

@@ -54,6 +54,7 @@ from tests.real.scenarios_gateway import (
     https_only,
     last_route_removed,
     listener_not_programmed,
+    listener_widened_while_envoy_gateway_down,
     new_gateway,
     node_port,
     route_not_allowed,
@@ -157,6 +158,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     provider_http_stopped,
     # A first backend answering a 500 nothing moves on: 50 s, where `.ci/run` has no room.
     server_error_not_retried,
+    # Envoy Gateway down through the first listener widened: 60 s and more, where `.ci/run` has no room.
+    listener_widened_while_envoy_gateway_down,
 ]
 
 

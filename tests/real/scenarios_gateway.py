@@ -237,6 +237,62 @@ def route_not_allowed(env: Env, r: Report) -> None:
     wait("RoutingReady True again", lambda: true(env.route(), "RoutingReady"), CONVERGE_S)
 
 
+def listener_widened_while_envoy_gateway_down(env: Env, r: Report) -> None:
+    """Found in review: a change of the first listener published before Envoy Gateway programmed it. The
+    listener admits routes of its own namespace only, so Envoy Gateway refuses the team-a route and its
+    requests fail; then, with Envoy Gateway killed, it is widened to all namespaces. Envoy, whose
+    configuration nothing rewrites, still refuses the route. Judged every second for DOWN_S: requests
+    fail, and never while the route says True (GatewayReady ListenerNotProgrammed: Envoy Gateway has
+    programmed an older generation). Envoy Gateway back, the route is served and says True."""
+    http = {"name": "http", "protocol": "HTTP", "port": 80}
+    model = route_doc()["spec"]["model"]
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    env.prober.fault()  # Envoy drops the route as soon as Envoy Gateway translates the change
+    set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    wait(
+        "RoutingReady RouteNotAllowed",
+        lambda: condition(env.route(), "RoutingReady").get("reason") == "RouteNotAllowed",
+        CONVERGE_S,
+    )
+    wait("Envoy refusing the route's model", lambda: not chat(port, model).ok, CONVERGE_S)
+    controller = env.sup.find("envoy-gateway")
+    env.sup.kill(controller)
+    failed, lying, said_then, gateway_said = 0, 0, {}, {}
+    try:
+        set_listeners(env, [http])
+        started = time.time()
+        while time.time() < started + DOWN_S:
+            answer = chat(port, model)
+            said_then = condition(env.route(), "RoutingReady")
+            gateway_said = condition(env.gateway(), "GatewayReady")
+            failed += not answer.ok
+            lying += not answer.ok and said_then.get("status") == "True"
+            time.sleep(1)
+    finally:
+        env.sup.restart(controller)
+    back = time.time()
+    assert failed, f"no request failed in {DOWN_S} s: Envoy served the route with Envoy Gateway down"
+    assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+    assert gateway_said.get("reason") == "ListenerNotProgrammed", gateway_said
+    assert "has programmed generation" in gateway_said.get("message", ""), gateway_said
+    wait(
+        "the route served and RoutingReady True",
+        lambda: chat(port, model).ok and true(env.route(), "RoutingReady"),
+        CONVERGE_S,
+    )
+    took = time.time() - back
+    r.lags.append(took)
+    r.notes.append(
+        f"listener http widened from Same to All with Envoy Gateway down {DOWN_S} s: {failed} of {DOWN_S} "
+        f"requests failed, none while the route said True (GatewayReady {gateway_said.get('reason')}); "
+        f"served and True {took:.0f} s after Envoy Gateway came back"
+    )
+
+
+# How long listener_widened_while_envoy_gateway_down keeps Envoy Gateway down.
+DOWN_S = 30
+
+
 def https_only(env: Env, r: Report) -> None:
     """Issue #30's two gateway features on the real data plane. The HTTPS listener first (ModelRoutes
     move there), the HTTP one answering 301 to HTTPS, and `/healthz` answered by Envoy itself on both;
