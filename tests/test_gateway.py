@@ -2601,7 +2601,7 @@ def test_a_listener_change_not_yet_applied_to_the_gateway_is_held() -> None:
     own generation), and the record, written before the Gateway, would say the change was published
     (found on the real stack: the hold never began)."""
     xr = _edited(allowedRoutes="Same")
-    observed = _programmed_at(XR, 2, 2)
+    observed = _programmed_at(_edited(), 2, 2)
     got = compose(xr, GATEWAY_INPUT, observed)
     ready = said(got, "GatewayReady")
     assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
