@@ -194,6 +194,40 @@ def chat(
     )
 
 
+@dataclass
+class Judged:
+    """One request a second for a model, each judged against what its condition said that second."""
+
+    seconds: int = 0
+    failed: int = 0
+    # Failed while the condition said True: the worst bug, counted by the scenario itself.
+    lying: int = 0
+    # The condition at the last second judged.
+    said: dict[str, Any] = field(default_factory=dict)
+
+    def assert_truthful(self, nothing_failed: str) -> None:
+        """Requests failed (else the scenario proved nothing: `nothing_failed` says why), and none while
+        the condition said True."""
+        assert self.failed, nothing_failed
+        assert self.lying == 0, (
+            f"{self.lying} of {self.failed} failed seconds while it said True: {self.said}"
+        )
+
+
+def judge_each_second(port: int, model: str, until: float, said_now: Callable[[], dict[str, Any]]) -> Judged:
+    """Until `until` (time.time()), a request for `model` through `port` and the condition `said_now`
+    reads, a second apart."""
+    judged = Judged()
+    while time.time() < until:
+        answer = chat(port, model)
+        judged.said = said_now()
+        judged.seconds += 1
+        judged.failed += not answer.ok
+        judged.lying += not answer.ok and judged.said.get("status") == "True"
+        time.sleep(1)
+    return judged
+
+
 class Prober:
     """Probes in a thread of its own while scenarios run; `totals()` judges what it saw."""
 

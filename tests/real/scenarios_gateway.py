@@ -42,7 +42,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import DETECTION_S, chat, decided, request
+from tests.real.prober import DETECTION_S, chat, decided, judge_each_second, request
 from tests.support import EXAMPLES
 
 
@@ -257,22 +257,17 @@ def listener_widened_while_envoy_gateway_down(env: Env, r: Report) -> None:
     wait("Envoy refusing the route's model", lambda: not chat(port, model).ok, CONVERGE_S)
     controller = env.sup.find("envoy-gateway")
     env.sup.kill(controller)
-    failed, lying, said_then, gateway_said = 0, 0, {}, {}
     try:
         set_listeners(env, [http])
-        started = time.time()
-        while time.time() < started + DOWN_S:
-            answer = chat(port, model)
-            said_then = condition(env.route(), "RoutingReady")
-            gateway_said = condition(env.gateway(), "GatewayReady")
-            failed += not answer.ok
-            lying += not answer.ok and said_then.get("status") == "True"
-            time.sleep(1)
+        judged = judge_each_second(
+            port, model, time.time() + DOWN_S, lambda: condition(env.route(), "RoutingReady")
+        )
+        gateway_said = condition(env.gateway(), "GatewayReady")
     finally:
         env.sup.restart(controller)
     back = time.time()
-    assert failed, f"no request failed in {DOWN_S} s: Envoy served the route with Envoy Gateway down"
-    assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+    judged.assert_truthful(f"no request failed in {DOWN_S} s: Envoy served the route with Envoy Gateway down")
+    failed = judged.failed
     assert gateway_said.get("reason") == "ListenerNotProgrammed", gateway_said
     assert "has programmed generation" in gateway_said.get("message", ""), gateway_said
     wait(

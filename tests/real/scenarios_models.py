@@ -26,7 +26,7 @@ from tests.real.harness import (
     true,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import XR_API, chat
+from tests.real.prober import XR_API, chat, judge_each_second
 from tests.real.report import Report
 from tests.real.upstreams import Upstream
 
@@ -164,15 +164,14 @@ def server_error_not_retried(env: Env, r: Report) -> None:
             if not true(env.route(*where), "RoutingReady"):
                 took = time.time() - started
             time.sleep(0.5)
-        failed, lying, said_then = 0, 0, {}
-        for _ in range(ERRING_S):
-            answer = chat(port, model)
-            said_then = condition(env.route(*where), "RoutingReady")
-            failed += not answer.ok
-            lying += not answer.ok and said_then.get("status") == "True"
-            time.sleep(1)
-        assert failed == ERRING_S, f"{ERRING_S - failed} of {ERRING_S} requests served: the 500 was moved on"
-        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        judged = judge_each_second(
+            port, model, time.time() + ERRING_S, lambda: condition(env.route(*where), "RoutingReady")
+        )
+        judged.assert_truthful("no request failed: the 500 was moved on")
+        failed, said_then = judged.failed, judged.said
+        assert failed == judged.seconds, (
+            f"{judged.seconds - failed} of {judged.seconds} requests served: the 500 was moved on"
+        )
         assert took is not None, f"the route still True {bound:.0f} s after its server began answering 500"
         assert said_then.get("reason") == "BackendNotServing", said_then
         assert "own are answered 500" in said_then.get("message", ""), said_then
@@ -183,7 +182,7 @@ def server_error_not_retried(env: Env, r: Report) -> None:
         r.lags.append(took)
         r.notes.append(
             f"a first backend answering 500 (not retried, ejection off): BackendNotServing {took:.0f} s after "
-            f"(bound {bound:.0f} s), then {failed} of {ERRING_S} requests failed, none while it said True"
+            f"(bound {bound:.0f} s), then {failed} of {judged.seconds} requests failed, none while it said True"
         )
     finally:
         env.kube.delete(XR_API, "ModelRoute", where[1], where[0])

@@ -47,7 +47,7 @@ from tests.real.harness import (
     ts,
 )
 from tests.real.kube import condition, wait
-from tests.real.prober import chat, said
+from tests.real.prober import chat, judge_each_second, said
 from tests.real.report import scale_line, scale_record, spread
 from tests.real.timeline import Outage, Seen, Watcher, first_false_stamps, outage
 from tests.real.upstreams import Upstream
@@ -994,7 +994,6 @@ def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
             assert chat(port, model).ok
         assert server.seen, "its own server got none of the model's requests before"
         env.sup.hang(controller)
-        failed, lying, said_then = 0, 0, {}
         try:
             env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"backends": both[:1]}})
             # Once the route has seen its spec change, its team shuts the removed server down (its open
@@ -1002,18 +1001,16 @@ def backend_removed_while_ai_gateway_stopped(env: Env, r: Report) -> None:
             wait("the route RoutingReady not True", lambda: not true(env.route(*where), "RoutingReady"), 30)
             removed_at = time.time()
             server.kill()
-            while time.time() < removed_at + HUNG_S:
-                answer = chat(port, model)
-                said_then = condition(env.route(*where), "RoutingReady")
-                if not answer.ok:
-                    failed += 1
-                    lying += said_then.get("status") == "True"
-                time.sleep(1)
+            judged = judge_each_second(
+                port, model, removed_at + HUNG_S, lambda: condition(env.route(*where), "RoutingReady")
+            )
         finally:
             env.sup.resume(controller)
         resumed = time.time()
-        assert failed, f"no request failed in {HUNG_S} s: Envoy no longer sent the removed backend its share"
-        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        judged.assert_truthful(
+            f"no request failed in {HUNG_S} s: Envoy no longer sent the removed backend its share"
+        )
+        failed, said_then = judged.failed, judged.said
         assert said_then.get("reason") == "RouteNotAccepted", (
             f"after {HUNG_S} s of Envoy AI Gateway hung: {said_then}"
         )
@@ -1062,7 +1059,6 @@ def endpoint_moved_while_envoy_gateway_down(env: Env, r: Report) -> None:
         assert old.seen, "the old server got none of the model's requests before"
         controller = env.sup.find("envoy-gateway")
         env.sup.kill(controller)
-        failed, lying, said_then = 0, 0, {}
         try:
             moved = [{"name": "own", "endpoint": {"hostname": host, "port": VLLM_PORT + 3}}]
             env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"backends": moved}})
@@ -1079,18 +1075,14 @@ def endpoint_moved_while_envoy_gateway_down(env: Env, r: Report) -> None:
             )
             moved_at = time.time()
             old.kill()
-            while time.time() < moved_at + HUNG_S:
-                answer = chat(port, model)
-                said_then = condition(env.route(*where), "RoutingReady")
-                if not answer.ok:
-                    failed += 1
-                    lying += said_then.get("status") == "True"
-                time.sleep(1)
+            judged = judge_each_second(
+                port, model, moved_at + HUNG_S, lambda: condition(env.route(*where), "RoutingReady")
+            )
         finally:
             env.sup.restart(controller)
         back = time.time()
-        assert failed, f"no request failed in {HUNG_S} s: Envoy no longer sent to the old endpoint"
-        assert lying == 0, f"{lying} of {failed} failed seconds while the route said True: {said_then}"
+        judged.assert_truthful(f"no request failed in {HUNG_S} s: Envoy no longer sent to the old endpoint")
+        failed, said_then = judged.failed, judged.said
         assert said_then.get("reason") == "BackendNotAccepted", (
             f"after {HUNG_S} s of Envoy Gateway down: {said_then}"
         )
