@@ -303,6 +303,23 @@ def written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
     return max(times) if times else None
 
 
+def status_written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
+    """When an object's status was last written (its controller's latest status entry in managedFields,
+    second precision): a controller writes it after a translation, whose configuration it pushes then."""
+    entries = get_path(manifest, "metadata", "managedFields")
+    if not isinstance(entries, list):
+        return None
+    times = [
+        t
+        for e in entries
+        if isinstance(e, Mapping)
+        and isinstance(e.get("fieldsV1"), Mapping)
+        and "f:status" in e["fieldsV1"]
+        and (t := timestamp(e.get("time"))) is not None
+    ]
+    return max(times) if times else None
+
+
 def condition_time(obj: Mapping[str, Any] | None, condition_type: str) -> datetime | None:
     """When the target's condition of that type was last written, as its controller stamped it."""
     found = condition(observed_manifest(obj), condition_type)

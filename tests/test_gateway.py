@@ -2606,3 +2606,42 @@ def test_a_listener_change_not_yet_applied_to_the_gateway_is_held() -> None:
     ready = said(got, "GatewayReady")
     assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
     assert got.status["gateway"]["allowedRoutes"] == "All"
+
+
+@pytest.mark.parametrize(
+    ("written_ago", "held"),
+    [
+        pytest.param(2, True, id="programmed 2 s ago: Envoy may not have it yet, the change is held"),
+        pytest.param(4, True, id="programmed 4 s ago: still within the push bound"),
+        pytest.param(5, False, id="programmed 5 s ago: at the push bound, the change is published"),
+        pytest.param(6, False, id="programmed 6 s ago: past the push bound, the change is published"),
+    ],
+)
+def test_a_listener_change_envoy_gateway_programmed_is_held_until_envoy_has_it(
+    written_ago: int, held: bool
+) -> None:
+    """Found on the real stack: a request got 404 in the second GatewayReady turned True at Envoy Gateway's
+    status write, before Envoy had the xDS that carried the widened listener."""
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(xr, 3, 3)
+    manifest = observed[GATEWAY]["status"]["atProvider"]["manifest"]
+    manifest["metadata"]["managedFields"] = [
+        {
+            "manager": "envoy-gateway",
+            "operation": "Update",
+            "subresource": "status",
+            "time": stamp_ago(written_ago),
+        }
+        | {"fieldsV1": {"f:status": {"f:listeners": {}}}}
+    ]
+    got = compose(xr, GATEWAY_INPUT, observed, now=CLOCK)
+    ready = said(got, "GatewayReady")
+    if held:
+        assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+        assert "programmed it moments ago" in ready.message
+        assert got.status["gateway"]["allowedRoutes"] == "All"
+        # Called back once the bound has passed, not a poll later.
+        assert got.ttl == timedelta(seconds=5 - written_ago + 1)
+    else:
+        assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message
+        assert got.status["gateway"]["allowedRoutes"] == "Same"

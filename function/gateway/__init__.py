@@ -64,6 +64,7 @@ from function.gateway.verdict import (
     derive_verdict,
     for_routes,
     listener_change_held,
+    listener_pushed_in,
     published_status,
     settle,
 )
@@ -272,7 +273,11 @@ def compose(
         ttl=min(
             (
                 t
-                for t in (auth_loaded_in(plan, verdict, observed), auth_removed_in(plan, status["gateway"]))
+                for t in (
+                    auth_loaded_in(plan, verdict, observed),
+                    auth_removed_in(plan, status["gateway"]),
+                    listener_pushed_in(plan, listener_held),
+                )
                 if t
             ),
             default=None,

@@ -23,9 +23,10 @@ from function.gateway.plan import (
 from function.readiness import RolloutState
 from function.upstream import ACCEPTED, PROGRAMMED
 
-# Envoy Gateway writes a policy's Accepted status and pushes the xDS that
-# carries it from one translation; on the real data plane a keyed request
-# was refused (401) in the second after the SecurityPolicy turned Accepted.
+# Envoy Gateway writes a status and pushes the xDS that carries it from one
+# translation; on the real data plane a keyed request was refused (401) in the
+# second after the SecurityPolicy turned Accepted, and a model's request got
+# 404 in the second a widened listener turned Programmed.
 AUTH_PUSH_BOUND = timedelta(seconds=5)
 
 # Caller auth turned off: the SecurityPolicy is kept this long after
@@ -224,10 +225,15 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     if held is not None:
         return _not_ready(
             GatewayReason.LISTENER_NOT_PROGRAMMED,
-            f"{gateway_ref} listener {plan.spec.listeners[0].name} changed and Envoy Gateway has programmed "
-            f"generation {held.programmed} only (the Gateway is at {held.generation}, or not yet applied; is "
-            f"its controller down?): Envoy serves the listener as it was "
-            f"({held.before.get('url', 'its URL before')})",
+            f"{gateway_ref} listener {plan.spec.listeners[0].name} changed and "
+            + (
+                f"Envoy Gateway has programmed generation {held.programmed} only (the Gateway is at "
+                f"{held.generation}, or not yet applied; is its controller down?): "
+                if held.until is None
+                else f"Envoy Gateway programmed it moments ago; Envoy receives it within "
+                f"{int(AUTH_PUSH_BOUND.total_seconds())} s: "
+            )
+            + f"Envoy serves the listener as it was ({held.before.get('url', 'its URL before')})",
         )
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
@@ -482,11 +488,13 @@ def attach_point(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -
 
 @dataclass(frozen=True)
 class HeldListener:
-    """A change of the first listener Envoy Gateway has not programmed yet: what was published before."""
+    """A change of the first listener Envoy has not been given yet: what was published before."""
 
     before: dict[str, Any]
     programmed: int
     generation: int
+    # Once Envoy Gateway has programmed it: its status write plus the push bound (None before).
+    until: datetime | None = None
 
 
 def listener_change_held(
@@ -519,8 +527,14 @@ def listener_change_held(
     generation = readiness.get_path(gateway, "metadata", "generation")
     if not isinstance(judged, int | float) or not isinstance(generation, int | float):
         return None
+    until = None
     if judged >= generation and readiness.applied(observed.get(GATEWAY), composed[GATEWAY]):
-        return None
+        # Programmed: Envoy Gateway writes the status, then pushes the xDS that carries it (on the
+        # real stack a request got 404 in the second GatewayReady turned True at its write).
+        written = readiness.status_written_at(gateway)
+        if written is None or written + AUTH_PUSH_BOUND <= plan.now:
+            return None
+        until = written + AUTH_PUSH_BOUND
     record = observed.get(SERVING_RECORD)
     seen = serving_record.as_gateway(record) if record is not None else None
     published = readiness.get_path(seen, "status", "gateway")
@@ -530,7 +544,15 @@ def listener_change_held(
     now = {k: v for k, v in attach_point(plan, observed).items() if k in _ATTACH_FIELDS}
     if before == now:
         return None
-    return HeldListener(before, int(judged), int(generation))
+    return HeldListener(before, int(judged), int(generation), until)
+
+
+def listener_pushed_in(plan: GatewayPlan, held: HeldListener | None) -> timedelta | None:
+    """While Envoy receives a listener's change Envoy Gateway has programmed: how soon to be called
+    again to publish it, not a poll later."""
+    if held is None or held.until is None:
+        return None
+    return held.until - plan.now + timedelta(seconds=1)
 
 
 def listener_url(listener: Listener, address: str, port: int | None) -> str | None:
