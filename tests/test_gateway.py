@@ -2574,7 +2574,7 @@ def test_a_first_listener_changed_is_published_once_envoy_gateway_programmed_it(
     assert before is not None
     if held:
         assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
-        assert "has programmed generation 2 only" in ready.message
+        assert "has programmed generation 2 only (the Gateway is at 3, or not yet applied" in ready.message
         for key in ("listener", "allowedRoutes", "hostname", "url", "urls"):
             assert published.get(key) == before["status"]["gateway"].get(key), key
         assert record["status"]["gateway"] == before["status"]["gateway"] | {
@@ -2645,3 +2645,15 @@ def test_a_listener_change_envoy_gateway_programmed_is_held_until_envoy_has_it(
     else:
         assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message
         assert got.status["gateway"]["allowedRoutes"] == "Same"
+
+
+def test_the_first_listener_is_judged_by_its_own_status_whatever_order_they_are_reported_in() -> None:
+    """Another listener reported first, programmed at the current generation, does not stand for the
+    first listener of the spec, whose change Envoy Gateway has not programmed."""
+    xr = _edited(hostname="new.example.com", then=[{"name": "extra", "port": 8081}])
+    observed = _programmed_at(xr, 3, 2)
+    listeners = observed[GATEWAY]["status"]["atProvider"]["manifest"]["status"]["listeners"]
+    listeners.reverse()
+    listeners[0]["conditions"] = [{"type": "Programmed", "status": "True", "observedGeneration": 3.0}]
+    ready = said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message

@@ -605,6 +605,20 @@ FAILOVER_CASES = [
         policy_accepted=False,
     ),
     FailoverCase(
+        "a policy not accepted configures no single retry either: the dead first level is not failed over",
+        {"retry": {"attempts": 1}} | NO_EJECTION,
+        (1, 1),
+        RoutingReason.BACKEND_NOT_SERVING,
+        policy_accepted=False,
+    ),
+    FailoverCase(
+        "a policy not accepted configures no ejection after a single error either",
+        {"outlierDetection": {"consecutiveErrors": 1}} | NO_RETRY,
+        (1, 1),
+        RoutingReason.BACKEND_NOT_SERVING,
+        policy_accepted=False,
+    ),
+    FailoverCase(
         "with both off, a policy not accepted changes nothing: the first level alone counts either way",
         NO_RETRY | NO_EJECTION,
         (1, 1),

@@ -522,7 +522,8 @@ def listener_change_held(
         ),
         None,
     )
-    programmed = readiness.condition({"status": found}, PROGRAMMED) if found is not None else None
+    # A listener not reported has no condition to read (`found` None: no status).
+    programmed = readiness.condition({"status": found}, PROGRAMMED)
     judged = programmed.get("observedGeneration") if programmed is not None else None
     generation = readiness.get_path(gateway, "metadata", "generation")
     if not isinstance(judged, int | float) or not isinstance(generation, int | float):
