@@ -39,6 +39,9 @@ from function import naming
 _GATEWAY = "gateway"
 _READY = "ready"
 _REASON = "reason"
+# The first listener's spec as the record's `gateway` was published for: the gateway's own memory of
+# what Envoy was last told routes attach to (routes do not read it).
+_LISTENER = "listener"
 
 
 def record_name(gateway_xr_name: str) -> str:
@@ -47,20 +50,48 @@ def record_name(gateway_xr_name: str) -> str:
 
 
 def build(
-    name: str, namespace: str, gateway: Mapping[str, Any], *, ready: bool, reason: str
+    name: str,
+    namespace: str,
+    gateway: Mapping[str, Any],
+    *,
+    ready: bool,
+    reason: str,
+    listener: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ConfigMap: the published `status.gateway`, and GatewayReady as decided."""
+    """The ConfigMap: the published `status.gateway`, GatewayReady as decided, and the first listener's
+    spec that `gateway` was published for."""
+    data = {
+        _GATEWAY: _compact(gateway),
+        _READY: "True" if ready else "False",
+        _REASON: reason,
+    }
+    if listener is not None:
+        data[_LISTENER] = _compact(listener)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace},
-        "data": {
-            # Sorted and compact: one gateway, one string, call after call.
-            _GATEWAY: json.dumps(gateway, sort_keys=True, separators=(",", ":")),
-            _READY: "True" if ready else "False",
-            _REASON: reason,
-        },
+        "data": data,
     }
+
+
+def _compact(value: Mapping[str, Any]) -> str:
+    # Sorted and compact: one value, one string, call after call.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def published_listener(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The first listener's spec the record was published for; None where it says none (a record of
+    an earlier version) or cannot be read."""
+    data = record.get("data") if isinstance(record, Mapping) else None
+    raw = data.get(_LISTENER) if isinstance(data, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        listener = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return listener if isinstance(listener, dict) else None
 
 
 def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -2657,3 +2657,46 @@ def test_the_first_listener_is_judged_by_its_own_status_whatever_order_they_are_
     listeners[0]["conditions"] = [{"type": "Programmed", "status": "True", "observedGeneration": 3.0}]
     ready = said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady")
     assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+
+
+def _status_written_ago(observed: dict[str, dict[str, Any]], seconds: int) -> None:
+    manifest = observed[GATEWAY]["status"]["atProvider"]["manifest"]
+    manifest["metadata"]["managedFields"] = [
+        {
+            "manager": "envoy-gateway",
+            "operation": "Update",
+            "subresource": "status",
+            "time": stamp_ago(seconds),
+        }
+        | {"fieldsV1": {"f:status": {"f:addresses": {}}}}
+    ]
+
+
+def test_a_url_changed_by_what_envoy_gateway_assigns_is_no_listener_change_and_holds_nothing() -> None:
+    """An address or node port Envoy Gateway assigned (a NodePort Service, a load balancer's address)
+    changes the URL, not the first listener's spec: published at once, GatewayReady as it was."""
+    observed = _programmed_at(_edited(), 3, 3)
+    record = observed[SERVING_RECORD]
+    published = json.loads(record["data"]["gateway"])
+    record["data"]["gateway"] = json.dumps(published | {"url": "http://10.0.0.9:31000"})
+    _status_written_ago(observed, 1)
+    got = compose(_edited(), GATEWAY_INPUT, observed, now=CLOCK)
+    assert said(got, "GatewayReady").reason == GatewayReason.AVAILABLE
+    assert got.status["gateway"]["url"] == published["url"]
+
+
+def test_a_record_of_an_earlier_version_names_no_listener_and_holds_nothing() -> None:
+    """Its first listener's spec is unknown: no change can be told, as before this version."""
+    xr = _edited(hostname="new.example.com")
+    observed = _programmed_at(xr, 3, 2)
+    del observed[SERVING_RECORD]["data"]["listener"]
+    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_the_record_goes_on_naming_the_listener_spec_it_was_published_for_while_held() -> None:
+    xr = _edited(port=8080)
+    observed = _programmed_at(xr, 3, 2)
+    got = compose(xr, GATEWAY_INPUT, observed)
+    assert got.resources[SERVING_RECORD]["data"]["listener"] == observed[SERVING_RECORD]["data"]["listener"]
+    released = compose(xr, GATEWAY_INPUT, _programmed_at(xr, 3, 3))
+    assert json.loads(released.resources[SERVING_RECORD]["data"]["listener"])["port"] == 8080

@@ -65,6 +65,7 @@ from function.gateway.verdict import (
     for_routes,
     listener_change_held,
     listener_pushed_in,
+    listener_spec,
     published_status,
     settle,
 )
@@ -265,6 +266,7 @@ def compose(
                 for_routes(status["gateway"]),
                 ready=verdict.ready,
                 reason=verdict.reason,
+                listener=listener_held.spec if listener_held is not None else listener_spec(plan),
             )
         },
         status=status,

@@ -486,11 +486,25 @@ def attach_point(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -
     return point
 
 
+def listener_spec(plan: GatewayPlan) -> dict[str, Any]:
+    """The first listener's spec as far as routes and clients reach it: what a change of it is."""
+    listener = plan.spec.listeners[0]
+    return {
+        "name": listener.name,
+        "protocol": listener.protocol,
+        "port": listener.port,
+        "hostname": listener.hostname,
+        "allowedRoutes": listener.allowed_routes,
+    }
+
+
 @dataclass(frozen=True)
 class HeldListener:
     """A change of the first listener Envoy has not been given yet: what was published before."""
 
     before: dict[str, Any]
+    # The first listener's spec `before` was published for, which the record goes on carrying.
+    spec: dict[str, Any]
     programmed: int
     generation: int
     # Once Envoy Gateway has programmed it: its status write plus the push bound (None before).
@@ -508,9 +522,10 @@ def listener_change_held(
     Envoy Gateway stamps each listener's Programmed with the Gateway's generation it translated
     (v1.8.3 `status/gateway.go`); until it translates the new one (its controller down, or slow),
     Envoy serves the listener as it was, and a new host name, port, protocol or allowedRoutes
-    published at once is a URL nothing answers (found in review). The record is what the calls
-    before published, so it keeps the listener as it was while the change waits; a change of
-    another listener (one added) changes nothing published and holds nothing.
+    published at once is a URL nothing answers (found in review). The record carries the first
+    listener's spec its `gateway` was published for, so it keeps the listener as it was while the
+    change waits; a change of another listener (one added), or of the address or node port Envoy
+    Gateway assigns, is no change of the first listener's spec and holds nothing.
     """
     listener = plan.spec.listeners[0].name
     gateway = readiness.observed_manifest(observed.get(GATEWAY))
@@ -537,15 +552,14 @@ def listener_change_held(
             return None
         until = written + AUTH_PUSH_BOUND
     record = observed.get(SERVING_RECORD)
+    spec = serving_record.published_listener(record)
     seen = serving_record.as_gateway(record) if record is not None else None
     published = readiness.get_path(seen, "status", "gateway")
-    if not isinstance(published, Mapping):
+    # A record of an earlier version says no listener: nothing to tell a change by.
+    if spec is None or spec == listener_spec(plan) or not isinstance(published, Mapping):
         return None
     before = {k: published[k] for k in _ATTACH_FIELDS if k in published}
-    now = {k: v for k, v in attach_point(plan, observed).items() if k in _ATTACH_FIELDS}
-    if before == now:
-        return None
-    return HeldListener(before, int(judged), int(generation), until)
+    return HeldListener(before, spec, int(judged), int(generation), until)
 
 
 def listener_pushed_in(plan: GatewayPlan, held: HeldListener | None) -> timedelta | None:
