@@ -288,24 +288,18 @@ def spec_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
 
 def written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
     """When an object's spec was last written (spec_written_at), read from the object itself."""
-    entries = get_path(manifest, "metadata", "managedFields")
-    if not isinstance(entries, list):
-        return None
     # A status subresource's entry never holds spec fields.
-    times = [
-        t
-        for e in entries
-        if isinstance(e, Mapping)
-        and isinstance(e.get("fieldsV1"), Mapping)
-        and "f:spec" in e["fieldsV1"]
-        and (t := timestamp(e.get("time"))) is not None
-    ]
-    return max(times) if times else None
+    return _last_written(manifest, "f:spec")
 
 
 def status_written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
     """When an object's status was last written (its controller's latest status entry in managedFields,
     second precision): a controller writes it after a translation, whose configuration it pushes then."""
+    return _last_written(manifest, "f:status")
+
+
+def _last_written(manifest: Mapping[str, Any] | None, field: str) -> datetime | None:
+    """The latest managedFields entry that owns `field`, or None."""
     entries = get_path(manifest, "metadata", "managedFields")
     if not isinstance(entries, list):
         return None
@@ -314,7 +308,7 @@ def status_written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
         for e in entries
         if isinstance(e, Mapping)
         and isinstance(e.get("fieldsV1"), Mapping)
-        and "f:status" in e["fieldsV1"]
+        and field in e["fieldsV1"]
         and (t := timestamp(e.get("time"))) is not None
     ]
     return max(times) if times else None

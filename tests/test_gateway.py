@@ -2700,3 +2700,16 @@ def test_the_record_goes_on_naming_the_listener_spec_it_was_published_for_while_
     assert got.resources[SERVING_RECORD]["data"]["listener"] == observed[SERVING_RECORD]["data"]["listener"]
     released = compose(xr, GATEWAY_INPUT, _programmed_at(xr, 3, 3))
     assert json.loads(released.resources[SERVING_RECORD]["data"]["listener"])["port"] == 8080
+
+
+def test_a_programmed_listener_whose_status_write_is_not_on_record_is_published() -> None:
+    """Managed fields that hold no status entry (a Gateway written by hand, say) say nothing of when Envoy
+    Gateway programmed it: nothing to hold for."""
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(xr, 3, 3)
+    observed[GATEWAY]["status"]["atProvider"]["manifest"]["metadata"]["managedFields"] = [
+        {"manager": "provider-kubernetes", "operation": "Apply", "time": stamp_ago(1)}
+        | {"fieldsV1": {"f:spec": {"f:listeners": {}}}}
+    ]
+    ready = said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
+    assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message
