@@ -2713,3 +2713,18 @@ def test_a_programmed_listener_whose_status_write_is_not_on_record_is_published(
     ]
     ready = said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
     assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        pytest.param("[1]", id="a listener spec that is no JSON object tells no change"),
+        pytest.param("{", id="a listener spec that is no JSON tells no change"),
+    ],
+)
+def test_a_record_whose_listener_spec_cannot_be_read_holds_nothing(written: str) -> None:
+    xr = _edited(hostname="new.example.com")
+    observed = _programmed_at(xr, 3, 2)
+    observed[SERVING_RECORD]["data"]["listener"] = written
+    assert serving_record.published_listener(observed[SERVING_RECORD]) is None
+    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE
