@@ -2487,14 +2487,14 @@ def _edited(**listener: Any) -> dict[str, Any]:
 
 
 def _programmed_at(
-    xr: dict[str, Any], generation: int | None, judged: int | None
+    xr: dict[str, Any], generation: int | None, judged: int | None, was: dict[str, Any] = XR
 ) -> dict[str, dict[str, Any]]:
     """The ready state, with `xr`'s spec applied to the Gateway (its generation given), every listener
-    Programmed of generation `judged` (None: no observedGeneration), and the serving record as the example
-    gateway, before the edit, published it."""
+    Programmed of generation `judged` (None: no observedGeneration), and the serving record as the gateway
+    `was` (by default the example), before the edit, published it."""
     before = gateway.compose(
-        XR,
-        InferenceGatewaySpec.model_validate(XR["spec"]),
+        was,
+        InferenceGatewaySpec.model_validate(was["spec"]),
         Input.model_validate(GATEWAY_INPUT),
         observed_state("ready"),
     )
@@ -2575,6 +2575,7 @@ def test_a_first_listener_changed_is_published_once_envoy_gateway_programmed_it(
     if held:
         assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
         assert "has programmed generation 2 only (the Gateway is at 3, or not yet applied" in ready.message
+        assert "cannot apply the Gateway" not in ready.message
         for key in ("listener", "allowedRoutes", "hostname", "url", "urls"):
             assert published.get(key) == before["status"]["gateway"].get(key), key
         assert record["status"]["gateway"] == before["status"]["gateway"] | {
@@ -2728,3 +2729,79 @@ def test_a_record_whose_listener_spec_cannot_be_read_holds_nothing(written: str)
     observed[SERVING_RECORD]["data"]["listener"] = written
     assert serving_record.published_listener(observed[SERVING_RECORD]) is None
     assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_a_host_name_taken_out_is_held_while_the_gateway_still_carries_it() -> None:
+    """Found in review: the Gateway still carrying the old host name looked like one carrying the spec (the
+    desired as a part of the observed), and the change was published while Envoy served the old host only."""
+    was = _edited(hostname="old.example.com")
+    observed = _programmed_at(was, 2, 2, was=was)
+    ready = said(compose(_edited(), GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+
+
+def test_a_renamed_first_listener_is_held_until_envoy_gateway_reports_it_and_then_for_the_push_bound() -> (
+    None
+):
+    """Found in review: a listener not reported under its new name released the record at once, and the
+    push bound never began once Envoy Gateway reported it."""
+    renamed = copy.deepcopy(XR)
+    renamed["spec"]["listeners"] = [{"name": "web"}]
+    unreported = _programmed_at(_edited(), 3, 2)
+    got = compose(renamed, GATEWAY_INPUT, unreported, now=CLOCK)
+    assert said(got, "GatewayReady").ready is False
+    assert got.status["gateway"]["listener"] == "http"
+    assert json.loads(got.resources[SERVING_RECORD]["data"]["listener"])["name"] == "http"
+    reported = _programmed_at(renamed, 3, 3)
+    _status_written_ago(reported, 1)
+    ready = said(compose(renamed, GATEWAY_INPUT, reported, now=CLOCK), "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+    assert "programmed it moments ago" in ready.message
+
+
+@pytest.mark.parametrize("ahead", [600, 5], ids=["ten minutes ahead", "exactly the push bound ahead"])
+def test_a_status_write_stamped_far_ahead_of_our_clock_holds_nothing_back(ahead: int) -> None:
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(xr, 3, 3)
+    _status_written_ago(observed, -ahead)
+    assert (
+        said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady").reason
+        == GatewayReason.AVAILABLE
+    )
+
+
+@pytest.mark.parametrize("odd", [float("nan"), float("inf")], ids=["NaN", "infinity"])
+def test_a_generation_that_is_no_number_is_judged_as_it_is_never_a_traceback(odd: float) -> None:
+    xr = _edited(hostname="new.example.com")
+    observed = _programmed_at(xr, 3, 2)
+    observed[GATEWAY]["status"]["atProvider"]["manifest"]["metadata"]["generation"] = odd
+    assert said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady").reason == GatewayReason.AVAILABLE
+
+
+def test_a_gateway_provider_kubernetes_cannot_apply_says_why_while_the_change_is_held() -> None:
+    """Found in review: a refused apply held the listener for good, with a message pointing at Envoy Gateway."""
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(_edited(), 2, 2)
+    synced = next(c for c in observed[GATEWAY]["status"]["conditions"] if c["type"] == "Synced")
+    synced |= {
+        "status": "False",
+        "reason": "ReconcileError",
+        "message": "cannot apply: admission webhook denied",
+    }
+    ready = said(compose(xr, GATEWAY_INPUT, observed), "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+    assert (
+        "provider-kubernetes cannot apply the Gateway: cannot apply: admission webhook denied"
+        in ready.message
+    )
+
+
+def test_a_listener_reported_that_the_gateway_does_not_carry_is_no_change_given_to_envoy() -> None:
+    """Envoy Gateway's status names the new listener, programmed, but the Gateway as observed has another:
+    what Envoy serves is not known to be the spec, so the change stays held."""
+    renamed = copy.deepcopy(XR)
+    renamed["spec"]["listeners"] = [{"name": "web"}]
+    observed = _programmed_at(renamed, 3, 3)
+    observed[GATEWAY]["status"]["atProvider"]["manifest"]["spec"]["listeners"][0]["name"] = "http"
+    ready = said(compose(renamed, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
+    assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message

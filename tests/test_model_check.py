@@ -724,6 +724,8 @@ def test_a_server_answering_5xx_hands_its_requests_on_only_where_the_route_retri
             f"requests Envoy sends to vllm are answered {code} (its model check's last answer)"
             in routing.message
         )
+        # Why nothing moves it on: the route's policy as written, or the policy not in effect at all.
+        assert ("the BackendTrafficPolicy is not Accepted" in routing.message) is not accepted
 
 
 def test_a_fallback_without_the_model_takes_nothing_while_the_first_serves() -> None:

@@ -248,7 +248,7 @@ def compose(
         observed.get(SECURITY_POLICY),
         _policy_objects(xr, required or {}),
     )
-    listener_held = listener_change_held(plan, observed, composed)
+    listener_held = listener_change_held(plan, observed)
     verdict = derive_verdict(plan, observed, composed, previous, told, held=listener_held)
     wanted = policy_object_requirements(plan)
     status = published_status(

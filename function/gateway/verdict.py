@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -223,17 +224,23 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     if listener is not None:
         return _not_ready(GatewayReason.LISTENER_NOT_PROGRAMMED, f"{gateway_ref} {listener}")
     if held is not None:
+        unapplied = readiness.sync_error(gateway)
         return _not_ready(
             GatewayReason.LISTENER_NOT_PROGRAMMED,
             f"{gateway_ref} listener {plan.spec.listeners[0].name} changed and "
             + (
-                f"Envoy Gateway has programmed generation {held.programmed} only (the Gateway is at "
-                f"{held.generation}, or not yet applied; is its controller down?): "
+                (
+                    f"Envoy Gateway has programmed generation {held.programmed} only"
+                    if held.programmed is not None
+                    else "Envoy Gateway has not reported it yet"
+                )
+                + f" (the Gateway is at {held.generation}, or not yet applied; is its controller down?): "
                 if held.until is None
                 else f"Envoy Gateway programmed it moments ago; Envoy receives it within "
                 f"{int(AUTH_PUSH_BOUND.total_seconds())} s: "
             )
-            + f"Envoy serves the listener as it was ({held.before.get('url', 'its URL before')})",
+            + f"Envoy serves the listener as it was ({held.before.get('url', 'its URL before')})"
+            + (f"; provider-kubernetes cannot apply the Gateway: {unapplied}" if unapplied else ""),
         )
     anchor = observed.get(ANCHOR)
     if not readiness.in_effect(anchor):
@@ -505,19 +512,19 @@ class HeldListener:
     before: dict[str, Any]
     # The first listener's spec `before` was published for, which the record goes on carrying.
     spec: dict[str, Any]
-    programmed: int
+    # The Gateway's generation the listener is Programmed of (None: not reported), and its own.
+    programmed: int | None
     generation: int
     # Once Envoy Gateway has programmed it: its status write plus the push bound (None before).
     until: datetime | None = None
 
 
-def listener_change_held(
-    plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]], composed: Mapping[str, Mapping[str, Any]]
-) -> HeldListener | None:
+def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, Any]]) -> HeldListener | None:
     """The first listener as the serving record published it, while the spec changed it and Envoy
-    Gateway has programmed an older generation of the Gateway only, or the Gateway does not carry
-    the spec composed now yet (the first calls after the change: the record is written before
-    provider-kubernetes applies the Gateway, so it alone would say the change was published).
+    has not been given the change: the Gateway does not carry it yet (the first calls after the
+    change: the record is written before provider-kubernetes applies the Gateway), Envoy Gateway has
+    not reported the listener or has programmed an older generation of the Gateway only, or it wrote
+    that status less than the push bound ago.
 
     Envoy Gateway stamps each listener's Programmed with the Gateway's generation it translated
     (v1.8.3 `status/gateway.go`); until it translates the new one (its controller down, or slow),
@@ -527,30 +534,6 @@ def listener_change_held(
     change waits; a change of another listener (one added), or of the address or node port Envoy
     Gateway assigns, is no change of the first listener's spec and holds nothing.
     """
-    listener = plan.spec.listeners[0].name
-    gateway = readiness.observed_manifest(observed.get(GATEWAY))
-    found = next(
-        (
-            item
-            for item in readiness.list_at(gateway, "status", "listeners")
-            if isinstance(item, Mapping) and item.get("name") == listener
-        ),
-        None,
-    )
-    # A listener not reported has no condition to read (`found` None: no status).
-    programmed = readiness.condition({"status": found}, PROGRAMMED)
-    judged = programmed.get("observedGeneration") if programmed is not None else None
-    generation = readiness.get_path(gateway, "metadata", "generation")
-    if not isinstance(judged, int | float) or not isinstance(generation, int | float):
-        return None
-    until = None
-    if judged >= generation and readiness.applied(observed.get(GATEWAY), composed[GATEWAY]):
-        # Programmed: Envoy Gateway writes the status, then pushes the xDS that carries it (on the
-        # real stack a request got 404 in the second GatewayReady turned True at its write).
-        written = readiness.status_written_at(gateway)
-        if written is None or written + AUTH_PUSH_BOUND <= plan.now:
-            return None
-        until = written + AUTH_PUSH_BOUND
     record = observed.get(SERVING_RECORD)
     spec = serving_record.published_listener(record)
     seen = serving_record.as_gateway(record) if record is not None else None
@@ -559,7 +542,54 @@ def listener_change_held(
     if spec is None or spec == listener_spec(plan) or not isinstance(published, Mapping):
         return None
     before = {k: published[k] for k in _ATTACH_FIELDS if k in published}
-    return HeldListener(before, spec, int(judged), int(generation), until)
+    gateway = readiness.observed_manifest(observed.get(GATEWAY))
+    found = next(
+        (
+            item
+            for item in readiness.list_at(gateway, "status", "listeners")
+            if isinstance(item, Mapping) and item.get("name") == plan.spec.listeners[0].name
+        ),
+        None,
+    )
+    # A listener not reported (renamed, Envoy Gateway down) has no condition: held.
+    programmed = readiness.condition({"status": found}, PROGRAMMED)
+    judged = _generation(programmed.get("observedGeneration") if programmed is not None else None)
+    generation = _generation(readiness.get_path(gateway, "metadata", "generation"))
+    if generation is None or (programmed is not None and judged is None):
+        # An Envoy Gateway that stamps no generation: the listener is judged as it is reported.
+        return None
+    if judged is not None and judged >= generation and _carries(gateway, plan):
+        # Programmed: Envoy Gateway writes the status, then pushes the xDS that carries it (on the
+        # real stack a request got 404 in the second GatewayReady turned True at its write).
+        written = readiness.status_written_at(gateway)
+        # A stamp further ahead than the bound is a clock that disagrees with ours: not judged.
+        if written is None or not -AUTH_PUSH_BOUND < plan.now - written < AUTH_PUSH_BOUND:
+            return None
+        return HeldListener(before, spec, judged, generation, written + AUTH_PUSH_BOUND)
+    return HeldListener(before, spec, judged, generation)
+
+
+def _generation(value: Any) -> int | None:
+    """A generation as a number to compare, or None (a NaN or an infinity is none)."""
+    return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _carries(gateway: Mapping[str, Any] | None, plan: GatewayPlan) -> bool:
+    """The Gateway as observed carries the first listener exactly as the spec says it: a field taken
+    out (a host name removed) counts, which `readiness.applied` (the desired as a part of the
+    observed) cannot see (found in review)."""
+    want = listener_spec(plan)
+    for item in readiness.list_at(gateway, "spec", "listeners"):
+        if isinstance(item, Mapping) and item.get("name") == want["name"]:
+            have = {
+                "name": item.get("name"),
+                "protocol": item.get("protocol"),
+                "port": item.get("port"),
+                "hostname": item.get("hostname"),
+                "allowedRoutes": readiness.get_path(item, "allowedRoutes", "namespaces", "from"),
+            }
+            return have == want
+    return False
 
 
 def listener_pushed_in(plan: GatewayPlan, held: HeldListener | None) -> timedelta | None:

@@ -227,8 +227,13 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.BACKEND_NOT_SERVING,
             "requests Envoy sends to "
             + ", ".join(f"{name} are answered {code}" for name, code in erring.items())
-            + " (its model check's last answer), a code this route neither retries (retry.statusCodes) "
-            f"nor ejects for (outlierDetection off); {backends.details}",
+            + " (its model check's last answer), a code "
+            + (
+                "this route neither retries (retry.statusCodes) nor ejects for (outlierDetection off)"
+                if fails_over
+                else f"nothing moves on: {_NO_FALLBACK}"
+            )
+            + f"; {backends.details}",
         )
     if wrong:
         return Verdict(
