@@ -2641,6 +2641,10 @@ def test_a_listener_change_envoy_gateway_programmed_is_held_until_envoy_has_it(
         assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
         assert "programmed it moments ago" in ready.message
         assert got.status["gateway"]["allowedRoutes"] == "All"
+        # The record goes on naming the spec it was published for, until the bound has passed.
+        assert (
+            got.resources[SERVING_RECORD]["data"]["listener"] == observed[SERVING_RECORD]["data"]["listener"]
+        )
         # Called back once the bound has passed, not a poll later.
         assert got.ttl == timedelta(seconds=5 - written_ago + 1)
     else:
@@ -2805,3 +2809,15 @@ def test_a_listener_reported_that_the_gateway_does_not_carry_is_no_change_given_
     observed[GATEWAY]["status"]["atProvider"]["manifest"]["spec"]["listeners"][0]["name"] = "http"
     ready = said(compose(renamed, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
     assert (ready.ready, ready.reason) == (False, GatewayReason.LISTENER_NOT_PROGRAMMED), ready.message
+
+
+def test_the_gateway_s_first_listener_is_found_by_name_whatever_its_place_in_the_gateway() -> None:
+    """The Gateway lists another listener first; the first listener of the spec, carried exactly and
+    programmed long ago, is given to Envoy: nothing is held."""
+    xr = _edited(allowedRoutes="Same")
+    observed = _programmed_at(xr, 3, 3)
+    listeners = observed[GATEWAY]["status"]["atProvider"]["manifest"]["spec"]["listeners"]
+    listeners.insert(0, {"name": "other", "protocol": "HTTP", "port": 8081})
+    _status_written_ago(observed, 60)
+    ready = said(compose(xr, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
+    assert (ready.ready, ready.reason) == (True, GatewayReason.AVAILABLE), ready.message

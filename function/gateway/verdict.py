@@ -512,9 +512,10 @@ class HeldListener:
     before: dict[str, Any]
     # The first listener's spec `before` was published for, which the record goes on carrying.
     spec: dict[str, Any]
-    # The Gateway's generation the listener is Programmed of (None: not reported), and its own.
-    programmed: int | None
-    generation: int
+    # While Envoy Gateway has not programmed it: the Gateway's generation the listener is Programmed
+    # of (None: not reported), and the Gateway's own.
+    programmed: int | None = None
+    generation: int | None = None
     # Once Envoy Gateway has programmed it: its status write plus the push bound (None before).
     until: datetime | None = None
 
@@ -565,7 +566,7 @@ def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, 
         # A stamp further ahead than the bound is a clock that disagrees with ours: not judged.
         if written is None or not -AUTH_PUSH_BOUND < plan.now - written < AUTH_PUSH_BOUND:
             return None
-        return HeldListener(before, spec, judged, generation, written + AUTH_PUSH_BOUND)
+        return HeldListener(before, spec, until=written + AUTH_PUSH_BOUND)
     return HeldListener(before, spec, judged, generation)
 
 
