@@ -152,14 +152,7 @@ def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | Non
     reported yet counts as not serving.
     """
     listener = plan.spec.listeners[0].name
-    found = next(
-        (
-            item
-            for item in readiness.list_at(readiness.observed_manifest(gateway), "status", "listeners")
-            if isinstance(item, Mapping) and item.get("name") == listener
-        ),
-        None,
-    )
+    found = _reported(readiness.observed_manifest(gateway), listener)
     if found is None:
         return f"has not reported listener {listener} yet"
     programmed = readiness.condition({"status": found}, PROGRAMMED)
@@ -167,6 +160,18 @@ def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | Non
         why = "" if programmed is None else f" ({programmed.get('reason')}: {programmed.get('message')})"
         return f"listener {listener} is not Programmed{why}: Envoy serves nothing on it"
     return None
+
+
+def _reported(gateway: Mapping[str, Any] | None, listener: str) -> Mapping[str, Any] | None:
+    """The Gateway's status entry for the listener of that name, or None where it reports none."""
+    return next(
+        (
+            item
+            for item in readiness.list_at(gateway, "status", "listeners")
+            if isinstance(item, Mapping) and item.get("name") == listener
+        ),
+        None,
+    )
 
 
 def _policy_state(policy: Mapping[str, Any] | None) -> str:
@@ -544,14 +549,7 @@ def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, 
         return None
     before = {k: published[k] for k in _ATTACH_FIELDS if k in published}
     gateway = readiness.observed_manifest(observed.get(GATEWAY))
-    found = next(
-        (
-            item
-            for item in readiness.list_at(gateway, "status", "listeners")
-            if isinstance(item, Mapping) and item.get("name") == plan.spec.listeners[0].name
-        ),
-        None,
-    )
+    found = _reported(gateway, plan.spec.listeners[0].name)
     # A listener not reported (renamed, Envoy Gateway down) has no condition: held.
     programmed = readiness.condition({"status": found}, PROGRAMMED)
     judged = _generation(programmed.get("observedGeneration") if programmed is not None else None)
