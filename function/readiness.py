@@ -9,6 +9,7 @@ condition.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -224,12 +225,20 @@ def accepted_of_its_generation(obj: Mapping[str, Any] | None) -> bool:
     conditions carry no observedGeneration: they pass here, and its own
     checks judge them (applied, the spec's write against the stamp)."""
     manifest = observed_manifest(obj)
-    accepted = condition(manifest, "Accepted")
-    judged = accepted.get("observedGeneration") if accepted is not None else None
-    generation = get_path(manifest, "metadata", "generation")
-    if not isinstance(judged, int | float) or not isinstance(generation, int | float):
-        return True
-    return judged >= generation
+    return judged_current(condition(manifest, "Accepted"), manifest)
+
+
+def judged_current(said: Mapping[str, Any] | None, manifest: Mapping[str, Any] | None) -> bool:
+    """A condition judged the object's current generation, or does not say which it judged."""
+    judged = generation_number(said.get("observedGeneration") if said is not None else None)
+    generation = generation_number(get_path(manifest, "metadata", "generation"))
+    return judged is None or generation is None or judged >= generation
+
+
+def generation_number(value: Any) -> int | None:
+    """A generation as a number to compare, or None (a NaN or an infinity is none; protobuf hands a
+    number over as a double)."""
+    return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def applied(observed: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from function import claims
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
 from tests.support import (
     EXAMPLES,
+    ROUTE_INPUT,
     by_resource_name,
+    compose,
     gateway_fetched,
     load_yaml,
     stamp_ago,
@@ -31,13 +34,32 @@ ALL_NAMES = OBSERVER_ONLY | {
     "traffic-policy",
 }
 
+
+# The example route's own HTTPRoute as Envoy Gateway translated it, required on every call.
+HTTPROUTE = load_yaml(EXAMPLES / "model-route" / "required" / "ready" / "httproute.yaml")[0]
+HTTPROUTE_KEY = claims.httproute_key((HTTPROUTE["metadata"]["namespace"], HTTPROUTE["metadata"]["name"]))
+
 NOT_FETCHED: dict[str, list[dict[str, Any]]] = {}
-# No serving record and no InferenceGateway (the record looked for, then the XR).
-ABSENT: dict[str, list[dict[str, Any]]] = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: []}
+# No serving record and no InferenceGateway (the record looked for, then the XR); the route's own
+# HTTPRoute, from when it was composed.
+ABSENT: dict[str, list[dict[str, Any]]] = {
+    SERVING_REQUIREMENT: [],
+    GATEWAY_REQUIREMENT: [],
+    HTTPROUTE_KEY: [HTTPROUTE],
+}
 
 
 def gw_required(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    return gateway_fetched(gw)
+    """What Crossplane hands the example route of this gateway: its serving record (or the XR), and
+    its own HTTPRoute, translated."""
+    return gateway_fetched(gw) | {HTTPROUTE_KEY: [HTTPROUTE]}
+
+
+def served_required(xr: dict[str, Any], gw: dict[str, Any] = READY_GW) -> dict[str, list[dict[str, Any]]]:
+    """`gw_required`, with the route's HTTPRoute made of `xr`'s spec (its model or backends changed)
+    and translated: what Crossplane hands once Envoy routes that spec."""
+    resources = compose(xr, ROUTE_INPUT, COMPOSED, gw_required(gw)).resources
+    return gw_required(gw) | {HTTPROUTE_KEY: [httproute_made_of(resources)]}
 
 
 def spec_written(observed: dict[str, dict[str, Any]], name: str, seconds: float, **entry: Any) -> None:
@@ -115,6 +137,11 @@ def with_exemption() -> dict[str, dict[str, Any]]:
 
 
 def httproute_made_of(resources: dict[str, Any], created: str = "2026-11-29T12:00:00Z") -> dict[str, Any]:
+    """`made_of`, as Envoy Gateway translated it (`translated`)."""
+    return translated(made_of(resources, created))
+
+
+def made_of(resources: dict[str, Any], created: str = "2026-11-29T12:00:00Z") -> dict[str, Any]:
     """The HTTPRoute Envoy AI Gateway makes of the AIGatewayRoute among `resources` (Objects by
     composition-resource-name), as v1.1.0 `newHTTPRoute` writes it: per rule its matches on the
     root path, the Backend each AIServiceBackend names with the rule's weight, and its timeouts (a
@@ -159,3 +186,35 @@ def httproute_made_of(resources: dict[str, Any], created: str = "2026-11-29T12:0
         },
         "spec": {"parentRefs": route["spec"]["parentRefs"], "rules": rules},
     }
+
+
+# What Envoy Gateway v1.8.3 writes of an HTTPRoute it translated for a parent (`status/route.go`:
+# each condition stamped with the generation translated), as the controller name it runs under.
+EG_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
+
+
+def translated(route: dict[str, Any], generation: int = 1, judged: int | None = None) -> dict[str, Any]:
+    """`route` (an HTTPRoute) at `generation`, with Envoy Gateway's status for each of its parents:
+    Accepted and ResolvedRefs True, of generation `judged` (the current one unless said)."""
+    out = copy.deepcopy(route)
+    out["metadata"]["generation"] = generation
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": kind,
+            "message": "Route is accepted"
+            if kind == "Accepted"
+            else "Resolved all the Object references for the Route",
+            "observedGeneration": generation if judged is None else judged,
+            "lastTransitionTime": "2026-11-29T12:00:01Z",
+        }
+        for kind in ("Accepted", "ResolvedRefs")
+    ]
+    out["status"] = {
+        "parents": [
+            {"parentRef": dict(ref), "controllerName": EG_CONTROLLER, "conditions": copy.deepcopy(conditions)}
+            for ref in out["spec"]["parentRefs"]
+        ]
+    }
+    return out

@@ -10,7 +10,7 @@ import pytest
 
 from function import claims
 from function.conditions import RoutingReason
-from tests.route_support import READY_GW, XR, gw_required
+from tests.route_support import READY_GW, XR, gw_required, translated
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
@@ -75,9 +75,9 @@ def httproute(
 ) -> dict[str, Any]:
     """The HTTPRoute Envoy AI Gateway made of an AIGatewayRoute: its namespace and name, its
     parentRefs, a rule matching the model header as the route's does, and the catch-all it adds
-    (v1.1.0 `newHTTPRoute`)."""
+    (v1.1.0 `newHTTPRoute`); translated by Envoy Gateway."""
     root = {"type": "PathPrefix", "value": "/"}
-    return {
+    made = {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
@@ -96,6 +96,7 @@ def httproute(
             ],
         },
     }
+    return translated(made)
 
 
 def fetched(
@@ -121,12 +122,16 @@ def _without_manifest(obj: dict[str, Any]) -> dict[str, Any]:
 
 MINE = claimant("team-a", OURS, "llama", "2026-11-29T12:00:00Z", target=OUR_TARGET)
 
-# Before any HTTPRoute exists (Envoy AI Gateway behind), the AIGatewayRoutes' ages stand for them.
+# Before any HTTPRoute exists (Envoy AI Gateway behind), the AIGatewayRoutes' ages stand for them;
+# a route that holds its model says so once its HTTPRoute exists: Envoy routes nothing before.
+NO_HTTPROUTE = "it has no HTTPRoute yet"
 CASES = [
     pytest.param(
         None, RoutingReason.AVAILABLE, "", id="claimants not fetched yet (a first call) judge nothing"
     ),
-    pytest.param([MINE], RoutingReason.AVAILABLE, "", id="a route alone with its model holds it"),
+    pytest.param(
+        [MINE], RoutingReason.ROUTE_NOT_ACCEPTED, NO_HTTPROUTE, id="a route alone with its model holds it"
+    ),
     pytest.param(
         [claimant("team-b", "squat-route", "squat", "2026-11-29T11:00:00Z"), MINE],
         RoutingReason.MODEL_CLAIMED,
@@ -135,8 +140,8 @@ CASES = [
     ),
     pytest.param(
         [MINE, claimant("team-b", "late-route", "late", "2026-11-29T13:00:00Z")],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="a younger route of the same model does not take it away",
     ),
     pytest.param(
@@ -167,8 +172,8 @@ CASES = [
                 target=OUR_TARGET,
             ),
         ],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="without HTTPRoutes, the AIGatewayRoutes' own creation times decide, not their Objects'",
     ),
     pytest.param(
@@ -179,8 +184,8 @@ CASES = [
     ),
     pytest.param(
         [claimant("team-z", "a-route", "ay", "2026-11-29T12:00:00Z"), MINE],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="of two created in the same second, a later namespace does not hold it",
     ),
     pytest.param(
@@ -191,14 +196,14 @@ CASES = [
     ),
     pytest.param(
         [claimant("team-a", "zz-route", "zed", "2026-11-29T12:00:00Z", target="zz-0123abcd"), MINE],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="of two created in the same second in one namespace, a later name does not hold it",
     ),
     pytest.param(
         [_without_manifest(claimant("team-z", "a-route", "ay", "2026-11-29T12:00:00Z")), MINE],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="an Object without its manifest is sorted by its own namespace and name",
     ),
     pytest.param(
@@ -209,8 +214,8 @@ CASES = [
     ),
     pytest.param(
         [claimant("team-a", "a-route", "ay", "2026-11-29T12:00:00Z", target="zz-0123abcd"), MINE],
-        RoutingReason.AVAILABLE,
-        "",
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        NO_HTTPROUTE,
         id="in the same second, the AIGatewayRoutes' names decide, as Envoy sorts their HTTPRoutes, not the Objects'",
     ),
     pytest.param(
@@ -353,13 +358,15 @@ def test_a_claim_judged_before_its_httproutes_are_read_fails_closed(unread: tupl
     assert "team-b/other" in got.message
 
 
-def test_a_contested_model_asks_for_every_claimant_s_httproute_by_name_and_an_uncontested_one_for_none() -> (
+def test_a_contested_model_asks_for_every_claimant_s_httproute_by_name_and_an_uncontested_one_for_its_own() -> (
     None
 ):
     alone = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
-    assert not [
-        r for r in compose(XR, ROUTE_INPUT, COMPOSED, alone).requirements.values() if r.kind == "HTTPRoute"
-    ]
+    assert [
+        (r.api_version, r.namespace, r.name, r.labels)
+        for r in compose(XR, ROUTE_INPUT, COMPOSED, alone).requirements.values()
+        if r.kind == "HTTPRoute"
+    ] == [("gateway.networking.k8s.io/v1", "team-a", OUR_TARGET, ())]
     contested = {**alone, claims.REQUIREMENT: [copy.deepcopy(OTHER), copy.deepcopy(MINE)]}
     asked = [
         (r.api_version, r.namespace, r.name, r.labels)
@@ -429,7 +436,10 @@ def test_one_reconcile_from_nothing_read_asks_for_the_claimants_then_their_httpr
         )
         required = {key: required.get(key, []) for key in outcome.requirements}
     assert len(asked) == 3, asked
-    assert not any(key.startswith(claims.REQUIREMENT + "/") for key in asked[0] | asked[1] - asked[2])
+    # Its own HTTPRoute from the first call on; another claimant's once the claimants are listed.
+    httproutes = [sorted(k for k in keys if k.startswith(claims.REQUIREMENT + "/")) for keys in asked]
+    own, other = claims.httproute_key(OUR_HTTPROUTE), claims.httproute_key(T_OTHER)
+    assert httproutes == [[own], sorted([own, other]), sorted([own, other])], httproutes
     # Its HTTPRoute is the older: it holds the model, and is judged on (the key Secret its backend
     # names is not among what this test hands over, so the next check says so).
     assert said(outcome, "RoutingReady").reason is RoutingReason.REFERENCE_NOT_FOUND
@@ -497,8 +507,8 @@ def _claimed(routed: str | None) -> dict[str, str]:
             {claims.LABEL: claims.claim("platform", "inference", "old-model")},
             [],
             None,
-            RoutingReason.AVAILABLE,
-            "",
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            NO_HTTPROUTE,
             id="a renamed route with no HTTPRoute routes nothing, and claims the new model only",
         ),
         pytest.param(
@@ -548,8 +558,8 @@ def _claimed(routed: str | None) -> dict[str, str]:
             {},
             [],
             None,
-            RoutingReason.AVAILABLE,
-            "",
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            NO_HTTPROUTE,
             id="a route whose Object carries no claim yet claims its model",
         ),
     ],
@@ -570,7 +580,7 @@ def test_a_route_whose_spec_moved_on_keeps_the_claim_its_httproute_still_routes(
     }
     first = compose(XR, ROUTE_INPUT, observed, required)
     asked = [(r.namespace, r.name) for r in first.requirements.values() if r.kind == "HTTPRoute"]
-    assert asked == ([ALL_OURS] if carried else [])
+    assert asked == [ALL_OURS]
     last = compose(XR, ROUTE_INPUT, observed, fetched(required, first.requirements, routes))
     assert last.requirements == first.requirements
     expected = {claims.LABEL: claims.claim("platform", "inference", WANT)}
@@ -588,6 +598,7 @@ def test_a_renamed_route_whose_httproute_is_not_read_yet_keeps_its_old_claim_and
         claims.LABEL: claims.claim("platform", "inference", "old-model")
     }
     required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    del required[claims.httproute_key(ALL_OURS)]
     got = compose(XR, ROUTE_INPUT, observed, required)
     assert got.resources["route"]["metadata"]["labels"] == _claimed("old-model")
     verdict = said(got, "RoutingReady")

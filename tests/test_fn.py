@@ -29,13 +29,13 @@ from function.conditions import (
 from function.fn import FunctionRunner
 from function.outcome import Outcome, Requirement, write
 from tests.known_bad import HTTPS_LISTENER
+from tests.route_support import gw_required
 from tests.support import (
     EXAMPLES,
     GATEWAY_INPUT,
     ROOT,
     ROUTE_INPUT,
     by_resource_name,
-    gateway_fetched,
     load_yaml,
     make_request,
     run,
@@ -508,12 +508,12 @@ TTL_CASES = [
         make_request(GW_XR, GATEWAY_INPUT, {}), 15, id="a gateway still waiting is called again in 15 s"
     ),
     pytest.param(
-        make_request(ROUTE_XR, ROUTE_INPUT, ROUTE_COMPOSED, gateway_fetched(ROUTE_READY_GW)),
+        make_request(ROUTE_XR, ROUTE_INPUT, ROUTE_COMPOSED, gw_required(ROUTE_READY_GW)),
         120,
         id="a ready route is called again in 2 minutes",
     ),
     pytest.param(
-        make_request(ROUTE_XR, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)),
+        make_request(ROUTE_XR, ROUTE_INPUT, {}, gw_required(ROUTE_READY_GW)),
         15,
         id="a route still waiting is called again in 15 s",
     ),
@@ -840,7 +840,7 @@ def test_the_answer_is_conditional_on_the_xr_version_it_was_decided_from(
     xr = copy.deepcopy(ROUTE_XR)
     if version is not None:
         xr["metadata"]["resourceVersion"] = version
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)))
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(ROUTE_READY_GW)))
     desired_xr = struct_to_dict(rsp.desired.composite.resource)
     assert desired_xr.get("metadata", {}).get("resourceVersion") == want
 
@@ -863,7 +863,7 @@ def test_the_decision_names_the_generation_it_was_made_for(generation: Any, want
     xr = copy.deepcopy(ROUTE_XR)
     if generation is not None:
         xr["metadata"]["generation"] = generation
-    rsp = run(make_request(xr, ROUTE_INPUT, {}, gateway_fetched(ROUTE_READY_GW)))
+    rsp = run(make_request(xr, ROUTE_INPUT, {}, gw_required(ROUTE_READY_GW)))
     serving = struct_to_dict(rsp.desired.composite.resource)["status"]["serving"]
     assert serving.get("observedGeneration") == want
     assert {"ready", "reason", "message"} <= set(serving)

@@ -1880,3 +1880,59 @@ def test_the_condition_is_read_apart_from_the_decision() -> None:
     assert by_condition is not None
     assert by_decision is not None
     assert (by_condition.true_again, by_decision.true_again) == ([R1], [])
+
+
+def _route(name: str, status: str | None, reason: str = "") -> dict[str, Any]:
+    conditions = [] if status is None else [{"type": "RoutingReady", "status": status, "reason": reason}]
+    return {"metadata": {"name": name}, "status": {"conditions": conditions}}
+
+
+# (case, names, looks: [(at, listed routes)], want: (every route True at the last look, route-seconds by state))
+WAITING_CASES = [
+    (
+        "a route not listed yet waits as not listed until it is",
+        {"a"},
+        [(0.0, []), (2.0, [_route("a", "True", "Available")])],
+        (True, {"not listed": 2.0}),
+    ),
+    (
+        "each interval counts under what the route said at its start",
+        {"a"},
+        [
+            (0.0, [_route("a", None)]),
+            (2.0, [_route("a", "False", "BackendNotAccepted")]),
+            (5.0, [_route("a", "False", "ConfigLoading")]),
+            (6.0, [_route("a", "True", "Available")]),
+        ],
+        (True, {"no RoutingReady yet": 2.0, "BackendNotAccepted": 3.0, "ConfigLoading": 1.0}),
+    ),
+    (
+        "two routes in one state add up, and a True one counts nothing",
+        {"a", "b"},
+        [
+            (0.0, [_route("a", "False", "RouteNotAccepted"), _route("b", "False", "RouteNotAccepted")]),
+            (2.0, [_route("a", "True", "Available"), _route("b", "False", "RouteNotAccepted")]),
+            (3.0, [_route("a", "True", "Available"), _route("b", "False", "RouteNotAccepted")]),
+        ],
+        (False, {"RouteNotAccepted": 5.0}),
+    ),
+    (
+        "a route listed but not named is not waited for, and one gone is waited for again",
+        {"a"},
+        [(0.0, [_route("a", "True", "Available"), _route("c", "False", "X")]), (4.0, []), (5.0, [])],
+        (False, {"not listed": 1.0}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "names", "looks", "want"), WAITING_CASES, ids=[c[0] for c in WAITING_CASES])
+def test_creation_time_is_filed_under_what_each_waiting_route_said(
+    name: str,
+    names: set[str],
+    looks: list[tuple[float, list[dict[str, Any]]]],
+    want: tuple[bool, dict[str, float]],
+) -> None:
+    waiting = timeline.Waiting(names)
+    done = [waiting.see(routes, at) for at, routes in looks]
+    assert (done[-1], waiting.seconds) == want, name
+    assert waiting.summary().startswith("route-seconds waiting at creation, by what the route said: ")

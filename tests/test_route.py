@@ -26,6 +26,7 @@ from tests.route_support import (
     ROLLING_GW,
     XR,
     gw_required,
+    served_required,
     target_name,
     unaccepted,
     with_exemption,
@@ -725,7 +726,8 @@ def test_a_status_of_the_spec_before_says_nothing_of_this_one(
 ) -> None:
     """Until provider-kubernetes applies a changed spec, its Object's Ready is of the spec before:
     a renamed model's requests fail while the route still says Accepted for the old one."""
-    outcome = compose(xr, ROUTE_INPUT, observed(), gw_required(READY_GW))
+    # Its HTTPRoute made of the spec now: only the route's own status speaks of the spec before.
+    outcome = compose(xr, ROUTE_INPUT, observed(), served_required(xr))
     got = said(outcome, "RoutingReady")
     assert got.reason == reason, (name, got.message)
     if reason is RoutingReason.ROUTE_NOT_ACCEPTED:
@@ -800,7 +802,7 @@ def test_route_not_accepted_says_whether_its_spec_was_applied(
     observed: dict[str, dict[str, Any]], message: str
 ) -> None:
     xr = _renamed("mistralai/Mistral-7B-Instruct-v0.3") if observed is COMPOSED else XR
-    got = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
+    got = said(compose(xr, ROUTE_INPUT, observed, served_required(xr)), "RoutingReady")
     assert got.reason == RoutingReason.ROUTE_NOT_ACCEPTED
     assert got.message == f"AIGatewayRoute team-a/llama-648adb3a {message}"
 

@@ -22,6 +22,7 @@ from tests.route_support import (
     backend_of_schema,
     gw_required,
     httproute_made_of,
+    served_required,
     spec_written,
     xr_saying,
 )
@@ -887,7 +888,7 @@ def test_a_route_the_listener_refuses_says_so(
         gw["status"]["gateway"]["allowedRoutes"] = allowed
     # The route attaches to the gateway's namespace, and has been applied there.
     observed = applied(XR, ROUTE_INPUT, COMPOSED, gw_required(gw))
-    got = said(compose(XR, ROUTE_INPUT, observed, gw_required(gw)), "RoutingReady")
+    got = said(compose(XR, ROUTE_INPUT, observed, served_required(XR, gw)), "RoutingReady")
     assert got.reason == reason
     assert (got.ready) is (reason is RoutingReason.AVAILABLE)
     if reason is RoutingReason.ROUTE_NOT_ALLOWED:

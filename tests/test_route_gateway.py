@@ -15,6 +15,8 @@ from tests.route_support import (
     ABSENT,
     ALL_NAMES,
     COMPOSED,
+    HTTPROUTE,
+    HTTPROUTE_KEY,
     NOT_FETCHED,
     OBSERVER_ONLY,
     READY_GW,
@@ -163,7 +165,7 @@ def test_a_gateway_ref_without_a_namespace_means_the_routes_own() -> None:
 
 def test_a_ready_inference_gateway_read_directly_lets_the_route_serve() -> None:
     """No serving record yet (a gateway an older version composed): the InferenceGateway is read as before."""
-    required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [READY_GW]}
+    required = {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [READY_GW], HTTPROUTE_KEY: [HTTPROUTE]}
     got = said(compose(XR, ROUTE_INPUT, COMPOSED, required), "RoutingReady")
     assert (got.status, got.reason) == ("True", RoutingReason.AVAILABLE)
 
@@ -239,7 +241,10 @@ def test_a_serving_record_its_gateway_did_not_write_never_decides_where_the_rout
         "waiting for Crossplane to fetch InferenceGateway platform/inference",
     )
     read = compose(
-        XR, ROUTE_INPUT, COMPOSED, {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW]}
+        XR,
+        ROUTE_INPUT,
+        COMPOSED,
+        {SERVING_REQUIREMENT: [forged], GATEWAY_REQUIREMENT: [READY_GW], HTTPROUTE_KEY: [HTTPROUTE]},
     )
     assert "attacker" not in json.dumps(read.resources)
     assert read.resources == compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources

@@ -10,8 +10,18 @@ import pytest
 
 from function import claims
 from function.conditions import RoutingReason
-from tests.route_support import COMPOSED, READY_GW, XR, gw_required, httproute_made_of, spec_written
-from tests.support import CLOCK, ROUTE_INPUT, applied, compose, said, stamp_ago
+from tests.route_support import (
+    COMPOSED,
+    READY_GW,
+    XR,
+    gw_required,
+    httproute_made_of,
+    made_of,
+    spec_written,
+    translated,
+    xr_saying,
+)
+from tests.support import CLOCK, EXAMPLES, ROUTE_INPUT, applied, compose, load_yaml, said, stamp_ago
 
 OUR_HTTPROUTE = claims.httproute_key(
     (
@@ -230,9 +240,6 @@ def test_an_httproute_written_since_the_last_accepted_stamp_counts_as_the_config
             [], "it has no HTTPRoute", id="no HTTPRoute at all holds the route: Envoy routes nothing to it"
         ),
         pytest.param(
-            None, "its HTTPRoute is not read yet", id="an HTTPRoute not read yet holds the route: fail closed"
-        ),
-        pytest.param(
             [_without_annotations(_made_of(XR))],
             "its HTTPRoute orders the backends by nothing where this spec says "
             "0:llama-vllm-dca3edf8:0,0:llama-hosted-486ab520:1",
@@ -240,8 +247,8 @@ def test_an_httproute_written_since_the_last_accepted_stamp_counts_as_the_config
         ),
     ],
 )
-def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] | None, words: str) -> None:
-    required = gw_required(READY_GW) | ({} if found is None else {OUR_HTTPROUTE: found})
+def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any], words: str) -> None:
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: found}
     observed = _as_answered(XR, accepted_ago=20, written_ago=20)
     got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
     assert not got.ready
@@ -251,33 +258,47 @@ def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any] |
     ), got.message
 
 
-# (Accepted stamped, spec written: seconds ago; None for none) -> the HTTPRoute asked for.
+# (Accepted stamped, spec written: seconds ago; None for none): the HTTPRoute is asked for whatever
+# they say, for what Envoy Gateway says of it.
 ASKED_CASES = [
-    pytest.param(60, 20, True, id="a spec written after the last Accepted stamp asks for the HTTPRoute"),
-    pytest.param(
-        20, 20, True, id="a stamp in the write's own second may be of the reconcile before it: asked for"
-    ),
-    pytest.param(19, 20, False, id="a stamp in a later second answered the spec: nothing asked for"),
-    pytest.param(None, 20, True, id="a spec never stamped Accepted asks for the HTTPRoute"),
-    pytest.param(60, None, False, id="a target without managedFields tells no write: nothing asked for"),
+    pytest.param(60, 20, id="a spec written after the last Accepted stamp asks for the HTTPRoute"),
+    pytest.param(19, 20, id="a stamp in a later second answered the spec: asked for all the same"),
+    pytest.param(None, 20, id="a spec never stamped Accepted asks for the HTTPRoute"),
+    pytest.param(60, None, id="a target without managedFields asks for it too"),
 ]
 
 
-@pytest.mark.parametrize(("accepted_ago", "written_ago", "asked"), ASKED_CASES)
-def test_the_httproute_is_asked_for_while_it_can_disagree_with_the_spec(
-    accepted_ago: float | None, written_ago: float | None, asked: bool
+@pytest.mark.parametrize(("accepted_ago", "written_ago"), ASKED_CASES)
+def test_the_httproute_is_asked_for_on_every_call(
+    accepted_ago: float | None, written_ago: float | None
 ) -> None:
     observed = _as_answered(XR, accepted_ago=accepted_ago, written_ago=written_ago)
     wanted = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK).requirements
-    assert (OUR_HTTPROUTE in wanted) is asked
-    if asked:
-        req = wanted[OUR_HTTPROUTE]
-        assert (req.api_version, req.kind, req.namespace, req.name) == (
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            "team-a",
-            "llama-648adb3a",
-        )
+    req = wanted[OUR_HTTPROUTE]
+    assert (req.api_version, req.kind, req.namespace, req.name) == (
+        "gateway.networking.k8s.io/v1",
+        "HTTPRoute",
+        "team-a",
+        "llama-648adb3a",
+    )
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        pytest.param(("True", "Available", "served"), id="a route that said True says True"),
+        pytest.param(("False", "GatewayNotReady", "rolling"), id="a route that said False says False"),
+    ],
+)
+def test_a_call_before_its_httproute_is_fetched_repeats_what_the_route_says(
+    before: tuple[str, str, str],
+) -> None:
+    """The first call of a reconcile on Crossplane before v2.4 has nothing required: Crossplane
+    calls again with it, and that call decides; this one repeats the XR, as for the gateway."""
+    required = gw_required(READY_GW)
+    del required[OUR_HTTPROUTE]
+    got = said(compose(xr_saying(*before), ROUTE_INPUT, COMPOSED, required), "RoutingReady")
+    assert (got.status, got.reason, got.message) == before
 
 
 def test_a_route_stamped_in_the_second_of_its_write_long_ago_reads_an_httproute_that_agrees_and_is_served() -> (
@@ -291,3 +312,125 @@ def test_a_route_stamped_in_the_second_of_its_write_long_ago_reads_an_httproute_
         said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady").reason
         is RoutingReason.AVAILABLE
     )
+
+
+def _translation(
+    generation: int = 2,
+    judged: Any = 2,
+    *,
+    accepted: str = "True",
+    gateway: str = "inference",
+    status_written_ago: float | None = None,
+) -> dict[str, Any]:
+    """The example route's HTTPRoute at `generation`, as Envoy Gateway last wrote its status: its
+    Accepted `accepted` of generation `judged` (None: no observedGeneration), for Gateway
+    platform/`gateway`, that status written `status_written_ago` (None: no managedFields)."""
+    made = translated(made_of(COMPOSED), generation, judged)
+    for parent in made["status"]["parents"]:
+        parent["parentRef"]["name"] = gateway
+        for c in parent["conditions"]:
+            if judged is None:
+                del c["observedGeneration"]
+            if c["type"] == "Accepted" and accepted != "True":
+                c |= {"status": accepted, "reason": "NoMatchingParent", "message": "No listeners match"}
+    if status_written_ago is not None:
+        made["metadata"]["managedFields"] = [
+            {
+                "manager": "envoy-gateway",
+                "operation": "Update",
+                "subresource": "status",
+                "time": stamp_ago(status_written_ago),
+                "fieldsV1": {"f:status": {"f:parents": {}}},
+            }
+        ]
+    return made
+
+
+# (the HTTPRoute as Envoy Gateway's status says it, or none) -> RoutingReady, and words its message has.
+# Envoy AI Gateway stamped Accepted 60 s ago, after the spec's write: no hold of its own.
+TRANSLATED_CASES = [
+    pytest.param(
+        [_translation()], RoutingReason.AVAILABLE, "", id="an HTTPRoute Accepted of its generation serves"
+    ),
+    pytest.param(
+        [_translation(2, 1)],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "Envoy Gateway's Accepted of its HTTPRoute on Gateway platform/inference is of generation 1, the "
+        "HTTPRoute's is 2: Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
+        "the spec before",
+        id="an HTTPRoute rewritten while Envoy Gateway is down is not routed: its Accepted is of the generation before",
+    ),
+    pytest.param(
+        [_translation(2, 2.0)],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a generation handed over as a double is the same generation",
+    ),
+    pytest.param(
+        [_translation(2, None)],
+        RoutingReason.AVAILABLE,
+        "",
+        id="an Accepted that says no generation is judged as it says",
+    ),
+    pytest.param(
+        [_translation(2, float("nan"))],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a generation that is no number says no generation",
+    ),
+    pytest.param(
+        [_translation(accepted="False")],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "Envoy Gateway does not accept its HTTPRoute on Gateway platform/inference "
+        "(NoMatchingParent: No listeners match)",
+        id="an HTTPRoute Envoy Gateway refuses is not routed, and says why",
+    ),
+    pytest.param(
+        [_translation(gateway="other")],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "Envoy Gateway has written no status of its HTTPRoute for Gateway platform/inference",
+        id="a status for another Gateway says nothing of this one",
+    ),
+    pytest.param(
+        [{**_translation(), "status": {}}],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "Envoy Gateway has written no status of its HTTPRoute for Gateway platform/inference",
+        id="an HTTPRoute Envoy Gateway has not written a status of is not routed",
+    ),
+    pytest.param(
+        [],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "it has no HTTPRoute yet",
+        id="no HTTPRoute at all routes nothing",
+    ),
+    pytest.param(
+        [_translation(status_written_ago=3)],
+        RoutingReason.CONFIG_LOADING,
+        "this route's configuration was written 3 s ago",
+        id="a status Envoy Gateway wrote 3 s ago holds the route: its xDS follows the write",
+    ),
+    pytest.param(
+        [_translation(status_written_ago=30)],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a status written past the bound holds nothing",
+    ),
+]
+
+
+@pytest.mark.parametrize(("found", "reason", "words"), TRANSLATED_CASES)
+def test_a_route_serves_once_envoy_gateway_accepted_its_httproute_s_generation(
+    found: list[dict[str, Any]], reason: RoutingReason, words: str
+) -> None:
+    observed = _as_answered(XR, accepted_ago=60, written_ago=120)
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: found}
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
+    assert (got.reason, got.ready) == (reason, reason is RoutingReason.AVAILABLE), got.message
+    assert words in got.message
+
+
+def test_the_example_httproute_is_what_envoy_ai_gateway_makes_of_the_example_route() -> None:
+    """examples/model-route/required/*/httproute.yaml, which renders and tests hand the route."""
+    made = httproute_made_of(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
+    for state in ("ready", "ready-auth", "ready-secret-missing", "rolling-out"):
+        assert load_yaml(EXAMPLES / "model-route" / "required" / state / "httproute.yaml") == [made], state

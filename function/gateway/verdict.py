@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -552,8 +551,10 @@ def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, 
     found = _reported(gateway, plan.spec.listeners[0].name)
     # A listener not reported (renamed, Envoy Gateway down) has no condition: held.
     programmed = readiness.condition({"status": found}, PROGRAMMED)
-    judged = _generation(programmed.get("observedGeneration") if programmed is not None else None)
-    generation = _generation(readiness.get_path(gateway, "metadata", "generation"))
+    judged = readiness.generation_number(
+        programmed.get("observedGeneration") if programmed is not None else None
+    )
+    generation = readiness.generation_number(readiness.get_path(gateway, "metadata", "generation"))
     if generation is None or (programmed is not None and judged is None):
         # An Envoy Gateway that stamps no generation: the listener is judged as it is reported.
         return None
@@ -566,11 +567,6 @@ def listener_change_held(plan: GatewayPlan, observed: Mapping[str, Mapping[str, 
             return None
         return HeldListener(before, spec, until=written + AUTH_PUSH_BOUND)
     return HeldListener(before, spec, judged, generation)
-
-
-def _generation(value: Any) -> int | None:
-    """A generation as a number to compare, or None (a NaN or an infinity is none)."""
-    return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def _carries(gateway: Mapping[str, Any] | None, plan: GatewayPlan) -> bool:

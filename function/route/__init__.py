@@ -272,7 +272,7 @@ def compose(
         (
             t
             for t in (
-                config_loaded_in(plan, verdict, composed, observed, http_route.made_at),
+                config_loaded_in(plan, verdict, composed, observed, http_route.last_written),
                 model_checks_expire_in(plan, observed),
             )
             if t
@@ -281,7 +281,7 @@ def compose(
     )
     outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, backends)]
-    if not all(key in required for key in gateway_wanted):
+    if not (http_route.read and all(key in required for key in gateway_wanted)):
         # A call before Crossplane has fetched what this one requires (the
         # first of every reconcile; the second when the gateway has no serving
         # record yet): it calls again with them, and that call decides. Judged

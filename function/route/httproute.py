@@ -12,11 +12,20 @@ server is shut down (make integration's `backend_removed_while_ai_gateway_stoppe
 while Envoy AI Gateway's extension server hangs, Envoy Gateway's translation
 waits on it, and Envoy's configuration stays as it was).
 
-The HTTPRoute is read only while it can disagree: from a write of the route's
-spec until Envoy AI Gateway stamps Accepted in a later second (a stamp in the
-write's own second may be of the reconcile before it). A route stamped in the
-second it was written (created, often) reads its HTTPRoute on every call until
-its next change: one more object from Crossplane's cache, and a watch.
+Its spec is compared with the route's only while it can disagree: from a write
+of the route's spec until Envoy AI Gateway stamps Accepted in a later second (a
+stamp in the write's own second may be of the reconcile before it).
+
+The HTTPRoute is read on every call all the same, for what Envoy Gateway says of
+it: while Envoy Gateway's controller is down, Envoy AI Gateway (up) rewrites the
+HTTPRoute of a changed route and stamps the AIGatewayRoute Accepted, and
+nothing translates the HTTPRoute for Envoy, which routes the spec before (a
+model renamed: its requests answered 404 while every status said Accepted).
+Envoy Gateway stamps the generation it translated on each parent's conditions
+(v1.8.3 `status/route.go`, `SetRouteStatusCondition`), so only an Accepted of
+the HTTPRoute's current generation, for the route's Gateway, says Envoy has it
+(found in review). Nothing but the HTTPRoute itself can say so, whenever Envoy
+Gateway went down: one more object from Crossplane's cache a call, and a watch.
 """
 
 from __future__ import annotations
@@ -74,15 +83,58 @@ class Reading:
         return cls(target, unanswered(route), required.get(claims.httproute_key(target)))
 
     def requirements(self) -> dict[str, Requirement]:
-        """The HTTPRoute by name (the claims' own key: one read serves both) while it can disagree."""
-        if not self.unanswered:
-            return {}
+        """The HTTPRoute by name (the claims' own key: one read serves both), on every call."""
         return {claims.httproute_key(self.target): claims.httproute_requirement(self.target)}
+
+    @property
+    def read(self) -> bool:
+        """Crossplane has fetched the HTTPRoute for this call (found or not)."""
+        return self.found is not None
+
+    def untranslated(self, gateway: tuple[str, str]) -> str | None:
+        """Why Envoy does not route the HTTPRoute as it is now on the Gateway (namespace, name): no
+        HTTPRoute, or Envoy Gateway has not accepted its current generation there; None where it has."""
+        if not self.found:
+            return "its HTTPRoute is not read yet" if self.found is None else "it has no HTTPRoute yet"
+        made = self.found[0]
+        parents = [p for p in readiness.list_at(made, "status", "parents") if _of_gateway(p, made, gateway)]
+        where = f"Gateway {gateway[0]}/{gateway[1]}"
+        if not parents:
+            return f"Envoy Gateway has written no status of its HTTPRoute for {where}"
+        for parent in parents:
+            accepted = readiness.condition({"status": parent}, ACCEPTED)
+            if accepted is None or accepted.get("status") != "True":
+                said = f"{accepted.get('reason')}: {accepted.get('message')}" if accepted else "no Accepted"
+                return f"Envoy Gateway does not accept its HTTPRoute on {where} ({said})"
+            if not readiness.judged_current(accepted, made):
+                return (
+                    f"Envoy Gateway's Accepted of its HTTPRoute on {where} is of generation "
+                    f"{readiness.generation_number(accepted.get('observedGeneration'))}, the HTTPRoute's "
+                    f"is {readiness.generation_number(readiness.get_path(made, 'metadata', 'generation'))}: "
+                    "Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
+                    "the spec before"
+                )
+        return None
 
     def not_in_effect(self, composed: Mapping[str, Mapping[str, Any]]) -> str | None:
         """Why Envoy does not route the spec this call composes yet, while the route is unanswered;
         None where nothing says so."""
         return differences(self.found, composed) if self.unanswered else None
+
+    @property
+    def last_written(self) -> datetime | None:
+        """The later of `made_at` and `translated_at`: when configuration for the route was last
+        written as the HTTPRoute says it."""
+        stamps = [t for t in (self.made_at, self.translated_at) if t is not None]
+        return max(stamps) if stamps else None
+
+    @property
+    def translated_at(self) -> datetime | None:
+        """When Envoy Gateway last wrote the HTTPRoute's status: it writes it after a translation,
+        and pushes the xDS that carries it then (a Gateway's listener status, written so, preceded
+        its xDS by a request's 404 on the real stack), so the route's configuration counts as
+        written then too."""
+        return readiness.status_written_at(self.found[0]) if self.found else None
 
     @property
     def made_at(self) -> datetime | None:
@@ -98,6 +150,16 @@ class Reading:
         if not self.found or not self.unanswered:
             return None
         return readiness.written_at(self.found[0])
+
+
+def _of_gateway(parent: Any, route: Mapping[str, Any], gateway: tuple[str, str]) -> bool:
+    """A status.parents entry of the Gateway (namespace, name); a parentRef without a namespace is
+    the route's own."""
+    ref = parent.get("parentRef") if isinstance(parent, Mapping) else None
+    if not isinstance(ref, Mapping):
+        return False
+    namespace = ref.get("namespace") or readiness.get_path(route, "metadata", "namespace")
+    return (namespace, ref.get("name")) == gateway
 
 
 def _desired(composed: Mapping[str, Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:

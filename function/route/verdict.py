@@ -205,7 +205,16 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "one, and Envoy AI Gateway has not answered this one yet (its controller may be down or not "
             f"elected); Envoy routes by the HTTPRoute: {why}",
         )
-    written = config_written_at(composed, observed, http_route.made_at)
+    gateway = (view.attachment.namespace, view.attachment.name)
+    untranslated = http_route.untranslated(gateway)
+    if untranslated is not None:
+        return Verdict(
+            ROUTING_READY,
+            False,
+            RoutingReason.ROUTE_NOT_ACCEPTED,
+            f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted, but {untranslated}",
+        )
+    written = config_written_at(composed, observed, http_route.last_written)
     # A stamp further ahead than the bound is a clock that disagrees with ours:
     # it cannot be judged, and must not hold True back for as long as it is ahead.
     if written is not None and -CONFIG_LOAD_BOUND < plan.now - written < CONFIG_LOAD_BOUND:
@@ -294,7 +303,8 @@ def config_written_at(
     data plane (backend_created_late), 15.7 s in the CI run before the bound was 18 s; one
     created more than the bound after its route held nothing back (found in review). No run
     here has seen a changed Backend fail a request. Where the route's HTTPRoute is read (its
-    spec unanswered), its last write counts too (httproute.made_at).
+    spec unanswered), its last write counts too (httproute.made_at), and Envoy Gateway's last
+    write of its status on every call (httproute.translated_at: the xDS follows it).
     """
     stamps = [httproute_made] if httproute_made is not None else []
     stamps += [

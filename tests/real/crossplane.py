@@ -55,6 +55,8 @@ CROSSPLANE_ARGS = tuple(
 # More of them for one run, to measure a flag before it is shipped (docs/operations.md, "Flags at
 # scale"): FGR_CROSSPLANE_ARGS="--max-reconcile-rate=10" make scale.
 EXTRA_CROSSPLANE_ARGS = tuple(os.environ.get("FGR_CROSSPLANE_ARGS", "").split())
+# And provider-kubernetes' beside the shipped ones: FGR_PROVIDER_ARGS="--enable-server-side-apply=false".
+EXTRA_PROVIDER_ARGS = tuple(os.environ.get("FGR_PROVIDER_ARGS", "").split())
 CROSSPLANE_NS = "crossplane-system"
 # FGR_OBSERVE_GATEWAY=0 runs the ModelRoute Composition with the Input's
 # observeGateway: false, as docs/operations.md advises on Crossplane v2.4.
@@ -360,7 +362,7 @@ class CrossplaneStack:
         # controller-runtime's webhook server reads tls.crt and tls.key.
         health = free_port()
         # The arguments the shipped DeploymentRuntimeConfig passes.
-        args = runtime_args("provider-kubernetes.yaml")
+        args = [*runtime_args("provider-kubernetes.yaml"), *EXTRA_PROVIDER_ARGS]
         self.sup.start(
             "provider-kubernetes",
             self.lab.inside(

@@ -78,6 +78,7 @@ from tests.real.scenarios_route import (
     model_claim_httproute_remade,
     model_claimed,
     model_renamed_while_ai_gateway_stopped,
+    model_renamed_while_envoy_gateway_down,
     model_route,
     model_taken_over,
     observer_ablation,
@@ -154,6 +155,8 @@ ON_REQUEST: list[Callable[[Env, Report], None]] = [
     backend_removed_while_ai_gateway_stopped,
     # Envoy Gateway down through a backend's endpoint moved: 60 s and more, where `.ci/run` has no room.
     endpoint_moved_while_envoy_gateway_down,
+    # Envoy Gateway down through a model renamed: 80 s and more, where `.ci/run` has no room.
+    model_renamed_while_envoy_gateway_down,
     # A reporter hung: 60 s and more, where `.ci/run` has no room.
     provider_http_stopped,
     # A first backend answering a 500 nothing moves on: 50 s, where `.ci/run` has no room.

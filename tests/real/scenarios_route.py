@@ -49,7 +49,7 @@ from tests.real.harness import (
 from tests.real.kube import condition, wait
 from tests.real.prober import chat, judge_each_second, said
 from tests.real.report import scale_line, scale_record, spread
-from tests.real.timeline import Outage, Seen, Watcher, first_false_stamps, outage
+from tests.real.timeline import Outage, Seen, Waiting, Watcher, first_false_stamps, outage
 from tests.real.upstreams import Upstream
 from tests.support import EXAMPLES, ROOT
 
@@ -1105,6 +1105,60 @@ def endpoint_moved_while_envoy_gateway_down(env: Env, r: Report) -> None:
         new.stop()
 
 
+def model_renamed_while_envoy_gateway_down(env: Env, r: Report) -> None:
+    """Found in review: a route changed while Envoy Gateway's controller is down. Envoy AI Gateway
+    (up) rewrites the HTTPRoute and stamps the AIGatewayRoute Accepted; nothing translates the
+    HTTPRoute for Envoy, which routes the model before: a route renames its model, and the new
+    name's requests are answered 404. Judged every second for HUNG_S from the HTTPRoute's rewrite:
+    they fail, and never while the route says True (Envoy Gateway's Accepted of the HTTPRoute is
+    of the generation before). Envoy Gateway back, the route says True once Envoy routes the new
+    name, and every request for it succeeds."""
+    where, before, after = (ROUTE[0], "eg-renamed"), "eg-before", "eg-after"
+    backend = [{"name": "vllm", "endpoint": {"hostname": "vllm.team-a.svc.cluster.local", "port": VLLM_PORT}}]
+    env.kube.apply(model_route_doc(where, before, backend))
+    wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    assert chat(port, before).ok
+    controller = env.sup.find("envoy-gateway")
+    env.sup.kill(controller)
+    try:
+        env.kube.merge_patch(XR_API, "ModelRoute", where[1], where[0], {"spec": {"model": after}})
+        # Envoy AI Gateway rewrites the HTTPRoute; from then on only Envoy Gateway's status tells.
+        wait(
+            "the HTTPRoute rewritten for the new name",
+            lambda: any(
+                f'"value": "{after}"' in json.dumps(h.get("spec"))
+                for h in env.kube.list("gateway.networking.k8s.io/v1", "HTTPRoute", where[0])
+            ),
+            30,
+        )
+        rewritten = time.time()
+        judged = judge_each_second(
+            port, after, rewritten + HUNG_S, lambda: condition(env.route(*where), "RoutingReady")
+        )
+    finally:
+        env.sup.restart(controller)
+    back = time.time()
+    judged.assert_truthful(f"no request for {after} failed in {HUNG_S} s: Envoy routed the new name")
+    said_then = judged.said
+    assert said_then.get("reason") == "RouteNotAccepted", (
+        f"after {HUNG_S} s of Envoy Gateway down: {said_then}"
+    )
+    assert "has not translated it" in said_then.get("message", ""), said_then
+    wait("the route RoutingReady=True", lambda: true(env.route(*where), "RoutingReady"), CONVERGE_S)
+    took = time.time() - back
+    answers = [chat(port, after) for _ in range(6)]
+    assert all(a.ok for a in answers), f"after the route said True: {answers}"
+    r.lags.append(took)
+    r.notes.append(
+        f"Envoy Gateway down {HUNG_S} s after a route renamed its model and Envoy AI Gateway rewrote the "
+        f"HTTPRoute: {judged.failed} of {judged.seconds} requests for the new name failed, none while the "
+        f"route said True ({said_then.get('reason')} by the end); True {took:.0f} s after it came back"
+    )
+    env.kube.delete(XR_API, "ModelRoute", where[1], where[0])
+    wait("the ModelRoute gone", lambda: env.route(*where) is None, CONVERGE_S)
+
+
 def upgraded_from_v0_1_0(env: Env, r: Report) -> None:
     """Issue #25 item 6: a ModelRoute whose resources v0.1.0 composed (target names without a hash)
     is taken over by this version. No target is renamed, so no second AIGatewayRoute appears beside
@@ -1246,10 +1300,11 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     before = meter.read()
     for name in names:
         env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
+    waiting = Waiting(set(names))
     wait(
         f"{SCALE_ROUTES} routes RoutingReady",
         # One list a poll, not a read per route: the run's own load on the API server stays flat.
-        lambda: _all_ready(env, set(names)),
+        lambda: waiting.see(env.kube.list(XR_API, "ModelRoute", ROUTE[0]), time.monotonic()),
         # Creation grows faster than N here (about 160 s per 100 routes at N=100, 350 at N=300).
         max(900, 6 * SCALE_ROUTES),
         interval=2,
@@ -1260,6 +1315,7 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     )
     r.notes.append(f"{SCALE_ROUTES} routes ready in {creation.seconds:.0f} s")
     r.notes.append(creation.summary())
+    r.notes.append(waiting.summary())
     try:
         rollout, follow, published, back = _count_stale_truth(env, r, set(names), meter)
         r.notes.append(rollout.summary())
@@ -1289,15 +1345,6 @@ def rollout_at_scale(env: Env, r: Report) -> None:
             900,
             interval=2,
         )
-
-
-def _all_ready(env: Env, names: set[str]) -> bool:
-    ready = {
-        o["metadata"]["name"]
-        for o in env.kube.list(XR_API, "ModelRoute", ROUTE[0])
-        if o["metadata"]["name"] in names and true(o, "RoutingReady")
-    }
-    return ready == names
 
 
 def _meter(env: Env) -> Meter:

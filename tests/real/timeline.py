@@ -121,6 +121,48 @@ def outage(
     return Outage(down, up, follow, route_seconds, true_again, back)
 
 
+class Waiting:
+    """Where routes wait while they are created (issue #31: creation is where the time goes).
+    Each look at the routes files each one not True yet under what it says, its RoutingReady
+    reason or what stands before one; the time until the next look counts as that many
+    route-seconds. Read beside the meters, it says which step holds creation."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.seconds: dict[str, float] = {}
+        self._states: dict[str, str | None] = {}
+        self._at: float | None = None
+
+    def see(self, routes: Sequence[dict[str, Any]], now: float) -> bool:
+        """Files the routes listed at `now`; whether every named one says True."""
+        if self._at is not None:
+            for state in self._states.values():
+                if state is not None:
+                    self.seconds[state] = self.seconds.get(state, 0.0) + now - self._at
+        self._at = now
+        listed = {r["metadata"]["name"]: r for r in routes}
+        self._states = {n: _waiting_on(listed.get(n)) for n in self.names}
+        return all(state is None for state in self._states.values())
+
+    def summary(self) -> str:
+        ranked = sorted(self.seconds.items(), key=lambda kv: (-kv[1], kv[0]))
+        return "route-seconds waiting at creation, by what the route said: " + (
+            ", ".join(f"{state} {seconds:.0f}" for state, seconds in ranked) or "none"
+        )
+
+
+def _waiting_on(route: dict[str, Any] | None) -> str | None:
+    """None once the route says RoutingReady True; else what it waits on."""
+    if route is None:
+        return "not listed"
+    said = condition(route, "RoutingReady")
+    if said.get("status") == "True":
+        return None
+    if not said:
+        return "no RoutingReady yet"
+    return str(said.get("reason") or "no reason")
+
+
 def first_false_stamps(seen: Sequence[Seen], since: float) -> dict[str, float]:
     """Each XR's condition's lastTransitionTime as it first said False at or after `since`."""
     stamps: dict[str, float] = {}

@@ -338,6 +338,7 @@ class World:
         self.now += 1
         self._route_history.append(self.effective_routes())
         self._accept()
+        self._httproutes()
         self._envoy_gateway()
         self._ai_gateway()
         for dep in self.deployments.values():
@@ -376,6 +377,56 @@ class World:
                 self._set_status(key, {"conditions": [verdict]})
             elif key[0] in self._POLICIES:
                 self._set_status(key, {"ancestors": [{"conditions": [verdict]}]})
+
+    def _httproutes(self) -> None:
+        """Envoy AI Gateway's HTTPRoute of each AIGatewayRoute it accepted (v1.1.0 `newHTTPRoute`: the
+        rules' matches on the root path, the parentRefs; a new generation when they change), and Envoy
+        Gateway's status of it in the same step: Accepted on each parent, of that generation
+        (`status/route.go`); deleted with its AIGatewayRoute. Routes read their own on every call
+        (function/route/httproute.py)."""
+        made = {}
+        routes = {(ns, name) for kind, ns, name in self.objects if kind == "AIGatewayRoute"}
+        for (kind, ns, name), obj in self.objects.items():
+            accepted = (obj.get("status") or {}).get("conditions") or [{}]
+            # One it refuses keeps the HTTPRoute made before (`newHTTPRoute` failed: left as it was).
+            if kind != "AIGatewayRoute" or accepted[0].get("status") != "True":
+                continue
+            root = {"type": "PathPrefix", "value": "/"}
+            spec = {
+                "parentRefs": obj["spec"].get("parentRefs", []),
+                "rules": [
+                    {"matches": [{**m, "path": root} for m in rule.get("matches", [])]}
+                    for rule in obj["spec"].get("rules", [])
+                ],
+            }
+            made[("HTTPRoute", ns, name)] = spec
+        for key in [k for k in self.objects if k[0] == "HTTPRoute" and k[1:] not in routes]:
+            self.delete(key)
+        for key, spec in made.items():
+            old = self.objects.get(key)
+            if old is not None and old["spec"] == spec:
+                continue
+            generation = (old or {}).get("metadata", {}).get("generation", 0) + 1
+            accepted = {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "observedGeneration": generation,
+            }
+            self.put(
+                key,
+                {
+                    "apiVersion": "gateway.networking.k8s.io/v1",
+                    "kind": "HTTPRoute",
+                    "metadata": {"name": key[2], "namespace": key[1], "generation": generation},
+                    "spec": spec,
+                    "status": {
+                        "parents": [
+                            {"parentRef": ref, "conditions": [accepted]} for ref in spec["parentRefs"]
+                        ]
+                    },
+                },
+            )
 
     def deployment_key(self, gw_ns: str, gw_name: str, proxy: dict[str, Any] | None) -> tuple[str, str]:
         # Naming and placement are separate (Envoy Gateway v1.8 resource_provider.go):
