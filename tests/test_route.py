@@ -835,3 +835,29 @@ def test_a_traffic_policy_of_the_spec_before_fails_nothing_over() -> None:
     observed["traffic-policy"] = scaled["traffic-policy"]
     got = said(compose(xr, ROUTE_INPUT, observed, gw_required(READY_GW)), "RoutingReady")
     assert got.reason == RoutingReason.BACKEND_NOT_SERVING, got.message
+
+
+@pytest.mark.parametrize(
+    ("observed", "words"),
+    [
+        pytest.param(
+            lambda _xr: COMPOSED,
+            "provider-kubernetes has not applied this route's spec to its AIGatewayRoute yet",
+            id="before provider-kubernetes applies a rename, the route says so, not that Envoy AI Gateway lags",
+        ),
+        pytest.param(
+            lambda xr: applied(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)),
+            "Envoy AI Gateway has not made it of this route's spec yet",
+            id="once applied, an HTTPRoute of the old name is Envoy AI Gateway's to remake",
+        ),
+    ],
+)
+def test_a_renamed_route_whose_httproute_routes_the_old_name_says_who_has_not_answered(
+    observed: Any, words: str
+) -> None:
+    xr = _renamed("mistralai/Mistral-7B-Instruct-v0.3")
+    # Its HTTPRoute still made of the example's spec: it routes the old name.
+    got = said(compose(xr, ROUTE_INPUT, observed(xr), gw_required(READY_GW)), "RoutingReady")
+    assert (got.reason, got.ready) == (RoutingReason.ROUTE_NOT_ACCEPTED, False)
+    assert "its HTTPRoute still routes model meta-llama/Llama-3.1-8B-Instruct" in got.message, got.message
+    assert words in got.message, got.message

@@ -346,6 +346,42 @@ def _translation(
     return made
 
 
+def _with_entry(made: dict[str, Any], *, judged: int = 2, **changes: Any) -> dict[str, Any]:
+    """`made` with one more status entry: a copy of its first, of generation `judged`, its parentRef
+    or its own fields changed."""
+    entry = copy.deepcopy(made["status"]["parents"][0])
+    for c in entry["conditions"]:
+        c["observedGeneration"] = judged
+    for field, value in changes.items():
+        if field in ("sectionName", "port"):
+            entry["parentRef"][field] = value
+        else:
+            entry[field] = value
+    made["status"]["parents"].append(entry)
+    return made
+
+
+def _second_parent(made: dict[str, Any], *, judged: int | None, conditions: Any = None) -> dict[str, Any]:
+    """`made` attached to a second listener of the Gateway too, whose entry is of generation `judged`
+    (its conditions `conditions` where given)."""
+    ref = {**made["spec"]["parentRefs"][0], "sectionName": "https"}
+    made["spec"]["parentRefs"].append(ref)
+    entry = copy.deepcopy(made["status"]["parents"][0])
+    entry["parentRef"] = dict(ref)
+    for c in entry["conditions"]:
+        c["observedGeneration"] = judged
+    if conditions is not None:
+        entry["conditions"] = conditions
+    made["status"]["parents"].append(entry)
+    return made
+
+
+def _without_parents(made: dict[str, Any]) -> dict[str, Any]:
+    """`made` whose one parentRef is of another kind than Gateway (a Service, as GAMMA's)."""
+    made["spec"]["parentRefs"] = [{**made["spec"]["parentRefs"][0], "kind": "Service"}]
+    return made
+
+
 # (the HTTPRoute as Envoy Gateway's status says it, or none) -> RoutingReady, and words its message has.
 # Envoy AI Gateway stamped Accepted 60 s ago, after the spec's write: no hold of its own.
 TRANSLATED_CASES = [
@@ -402,6 +438,42 @@ TRANSLATED_CASES = [
         RoutingReason.ROUTE_NOT_ACCEPTED,
         "it has no HTTPRoute yet",
         id="no HTTPRoute at all routes nothing",
+    ),
+    pytest.param(
+        [_with_entry(_translation(), sectionName="old-listener", judged=1)],
+        RoutingReason.AVAILABLE,
+        "",
+        id="the entry Envoy Gateway keeps of a renamed listener, of a generation long gone, says nothing",
+    ),
+    pytest.param(
+        [_with_entry(_translation(), controllerName="other.example/controller", conditions=[])],
+        RoutingReason.AVAILABLE,
+        "",
+        id="another controller's entry for the same parent beside Envoy Gateway's Accepted one says nothing",
+    ),
+    pytest.param(
+        [_with_entry(_translation(2, 1), controllerName="other.example/controller", judged=2)],
+        RoutingReason.AVAILABLE,
+        "",
+        id="of two entries for one parent, one Accepted of the current generation is enough",
+    ),
+    pytest.param(
+        [_second_parent(_translation(), judged=1)],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "is of generation 1, the HTTPRoute's is 2",
+        id="every parentRef on the Gateway must be Accepted of the current generation",
+    ),
+    pytest.param(
+        [_second_parent(_translation(), judged=None, conditions=[])],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "Envoy Gateway does not accept its HTTPRoute on Gateway platform/inference (no Accepted)",
+        id="an entry without an Accepted condition is not accepted",
+    ),
+    pytest.param(
+        [_without_parents(_translation())],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "its HTTPRoute names no parent on Gateway platform/inference",
+        id="an HTTPRoute that names no parentRef on the Gateway is not routed there",
     ),
     pytest.param(
         [_translation(status_written_ago=3)],

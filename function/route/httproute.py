@@ -93,27 +93,50 @@ class Reading:
 
     def untranslated(self, gateway: tuple[str, str]) -> str | None:
         """Why Envoy does not route the HTTPRoute as it is now on the Gateway (namespace, name): no
-        HTTPRoute, or Envoy Gateway has not accepted its current generation there; None where it has."""
+        HTTPRoute, or Envoy Gateway has not accepted its current generation there; None where it has.
+
+        Judged per parentRef of the HTTPRoute's spec that names the Gateway, by the status entries
+        of that very parentRef. Envoy Gateway keeps every entry its new status does not hold
+        (v1.8.3 `mergeRouteParentStatus`, whatever the controller): after a listener rename, the
+        entry of the old sectionName stays, Accepted of a generation long gone (found in review).
+        Of several entries of one parentRef (another controller's too), one Accepted of the
+        current generation is enough.
+        """
         if not self.found:
             return "its HTTPRoute is not read yet" if self.found is None else "it has no HTTPRoute yet"
         made = self.found[0]
-        parents = [p for p in readiness.list_at(made, "status", "parents") if _of_gateway(p, made, gateway)]
+        namespace = readiness.get_path(made, "metadata", "namespace")
         where = f"Gateway {gateway[0]}/{gateway[1]}"
-        if not parents:
-            return f"Envoy Gateway has written no status of its HTTPRoute for {where}"
-        for parent in parents:
-            accepted = readiness.condition({"status": parent}, ACCEPTED)
-            if accepted is None or accepted.get("status") != "True":
-                said = f"{accepted.get('reason')}: {accepted.get('message')}" if accepted else "no Accepted"
-                return f"Envoy Gateway does not accept its HTTPRoute on {where} ({said})"
-            if not readiness.judged_current(accepted, made):
-                return (
-                    f"Envoy Gateway's Accepted of its HTTPRoute on {where} is of generation "
-                    f"{readiness.generation_number(accepted.get('observedGeneration'))}, the HTTPRoute's "
-                    f"is {readiness.generation_number(readiness.get_path(made, 'metadata', 'generation'))}: "
-                    "Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
-                    "the spec before"
-                )
+        refs = [
+            key
+            for ref in readiness.list_at(made, "spec", "parentRefs")
+            if (key := _parent_key(ref, namespace)) is not None and key[:4] == (*_GATEWAY_KIND, *gateway)
+        ]
+        if not refs:
+            return f"its HTTPRoute names no parent on {where}"
+        entries = [
+            (_parent_key(p.get("parentRef"), namespace), p)
+            for p in readiness.list_at(made, "status", "parents")
+            if isinstance(p, Mapping)
+        ]
+        for ref in refs:
+            said = [readiness.condition({"status": p}, ACCEPTED) for key, p in entries if key == ref]
+            if not said:
+                return f"Envoy Gateway has written no status of its HTTPRoute for {where}"
+            accepted = [c for c in said if c is not None and c.get("status") == "True"]
+            if any(readiness.judged_current(c, made) for c in accepted):
+                continue
+            if not accepted:
+                c = next((c for c in said if c is not None), None)
+                why = f"{c.get('reason')}: {c.get('message')}" if c is not None else "no Accepted"
+                return f"Envoy Gateway does not accept its HTTPRoute on {where} ({why})"
+            return (
+                f"Envoy Gateway's Accepted of its HTTPRoute on {where} is of generation "
+                f"{readiness.generation_number(accepted[0].get('observedGeneration'))}, the HTTPRoute's "
+                f"is {readiness.generation_number(readiness.get_path(made, 'metadata', 'generation'))}: "
+                "Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
+                "the spec before"
+            )
         return None
 
     def not_in_effect(self, composed: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -130,10 +153,11 @@ class Reading:
 
     @property
     def translated_at(self) -> datetime | None:
-        """When Envoy Gateway last wrote the HTTPRoute's status: it writes it after a translation,
-        and pushes the xDS that carries it then (a Gateway's listener status, written so, preceded
-        its xDS by a request's 404 on the real stack), so the route's configuration counts as
-        written then too."""
+        """When Envoy Gateway last wrote the HTTPRoute's status: it stores a translation's xDS, then
+        writes the statuses, and its xDS server pushes on its own time (v1.8.3 gateway-api
+        `runner.go`; a Gateway's listener status, written so, preceded its xDS by a request's 404
+        on the real stack), so the route's configuration counts as written then too. It skips a
+        write that changes nothing (`isStatusEqual`), so the stamp moves only with a change."""
         return readiness.status_written_at(self.found[0]) if self.found else None
 
     @property
@@ -152,14 +176,23 @@ class Reading:
         return readiness.written_at(self.found[0])
 
 
-def _of_gateway(parent: Any, route: Mapping[str, Any], gateway: tuple[str, str]) -> bool:
-    """A status.parents entry of the Gateway (namespace, name); a parentRef without a namespace is
-    the route's own."""
-    ref = parent.get("parentRef") if isinstance(parent, Mapping) else None
+_GATEWAY_KIND = ("gateway.networking.k8s.io", "Gateway")
+
+
+def _parent_key(ref: Any, namespace: Any) -> tuple[Any, ...] | None:
+    """A parentRef as Envoy Gateway tells two apart (v1.8.3 `IsParentRefEqual`): group, kind,
+    namespace, name, sectionName and port, with Gateway API's defaults (a Gateway of the route's
+    own namespace)."""
     if not isinstance(ref, Mapping):
-        return False
-    namespace = ref.get("namespace") or readiness.get_path(route, "metadata", "namespace")
-    return (namespace, ref.get("name")) == gateway
+        return None
+    return (
+        ref.get("group") or _GATEWAY_KIND[0],
+        ref.get("kind") or _GATEWAY_KIND[1],
+        ref.get("namespace") or namespace,
+        ref.get("name"),
+        ref.get("sectionName"),
+        ref.get("port"),
+    )
 
 
 def _desired(composed: Mapping[str, Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:

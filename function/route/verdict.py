@@ -112,8 +112,15 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"its HTTPRoute still routes model {old[3]} on Gateway {old[0]}/{old[1]}"
             f"{f' listener {old[2]}' if old[2] else ''} in place of "
-            f"{plan.model} on {where}: Envoy AI Gateway has not made it of this route's spec yet (the "
-            "AIGatewayRoute's status says why, if it failed), so Envoy sends this model's requests elsewhere"
+            f"{plan.model} on {where}: "
+            + (
+                "Envoy AI Gateway has not made it of this route's spec yet (the AIGatewayRoute's status "
+                "says why, if it failed)"
+                if readiness.applied(observed.get(ROUTE), composed[ROUTE])
+                # Found in review: the first seconds of every rename, before the apply.
+                else "provider-kubernetes has not applied this route's spec to its AIGatewayRoute yet"
+            )
+            + ", so Envoy sends this model's requests elsewhere"
             if old != claims.UNREAD
             else f"its model or gateway changed ({plan.model} on {where}) and its HTTPRoute is not read yet",
         )
