@@ -1882,8 +1882,12 @@ def test_the_condition_is_read_apart_from_the_decision() -> None:
     assert (by_condition.true_again, by_decision.true_again) == ([R1], [])
 
 
-def _route(name: str, status: str | None, reason: str = "") -> dict[str, Any]:
-    conditions = [] if status is None else [{"type": "RoutingReady", "status": status, "reason": reason}]
+def _route(name: str, status: str | None, reason: str = "", message: str = "") -> dict[str, Any]:
+    conditions = (
+        []
+        if status is None
+        else [{"type": "RoutingReady", "status": status, "reason": reason, "message": message}]
+    )
     return {"metadata": {"name": name}, "status": {"conditions": conditions}}
 
 
@@ -1900,11 +1904,18 @@ WAITING_CASES = [
         {"a"},
         [
             (0.0, [_route("a", None)]),
-            (2.0, [_route("a", "False", "BackendNotAccepted")]),
-            (5.0, [_route("a", "False", "ConfigLoading")]),
+            (2.0, [_route("a", "False", "BackendNotAccepted", "not Accepted yet: backend-vllm")]),
+            (5.0, [_route("a", "False", "ConfigLoading", "this route's configuration was written 3 s ago")]),
             (6.0, [_route("a", "True", "Available")]),
         ],
-        (True, {"no RoutingReady yet": 2.0, "BackendNotAccepted": 3.0, "ConfigLoading": 1.0}),
+        (
+            True,
+            {
+                "no RoutingReady yet": 2.0,
+                "BackendNotAccepted (not Accepted yet: backend-vllm)": 3.0,
+                "ConfigLoading (this route's configuration was written … s ago)": 1.0,
+            },
+        ),
     ),
     (
         "two routes in one state add up, and a True one counts nothing",
@@ -1914,7 +1925,7 @@ WAITING_CASES = [
             (2.0, [_route("a", "True", "Available"), _route("b", "False", "RouteNotAccepted")]),
             (3.0, [_route("a", "True", "Available"), _route("b", "False", "RouteNotAccepted")]),
         ],
-        (False, {"RouteNotAccepted": 5.0}),
+        (False, {"RouteNotAccepted ()": 5.0}),
     ),
     (
         "a route listed but not named is not waited for, and one gone is waited for again",
@@ -1936,3 +1947,13 @@ def test_creation_time_is_filed_under_what_each_waiting_route_said(
     done = [waiting.see(routes, at) for at, routes in looks]
     assert (done[-1], waiting.seconds) == want, name
     assert waiting.summary().startswith("route-seconds waiting at creation, by what the route said: ")
+
+
+def test_one_step_of_every_route_files_as_one_whatever_the_names_and_numbers() -> None:
+    waiting = timeline.Waiting({"a", "b"})
+    said = "AIGatewayRoute team-a/{} is not Accepted yet with its current spec"
+    waiting.see([_route(n, "False", "RouteNotAccepted", said.format(n + "-123")) for n in "ab"], 0.0)
+    waiting.see([], 2.0)
+    assert waiting.seconds == {
+        "RouteNotAccepted (AIGatewayRoute … is not Accepted yet with its)": 4.0
+    }

@@ -160,7 +160,14 @@ def _waiting_on(route: dict[str, Any] | None) -> str | None:
         return None
     if not said:
         return "no RoutingReady yet"
-    return str(said.get("reason") or "no reason")
+    return f"{said.get('reason') or 'no reason'} ({_gist(str(said.get('message') or ''))})"
+
+
+def _gist(message: str, words: int = 8) -> str:
+    """A message's first words with the names and numbers in them left out, so that one step's
+    messages of every route file as one: "AIGatewayRoute … is not Accepted yet"."""
+    kept = ["…" if "/" in w or any(c.isdigit() for c in w) else w for w in message.split()[:words]]
+    return " ".join(kept).rstrip(":;,")
 
 
 def first_false_stamps(seen: Sequence[Seen], since: float) -> dict[str, float]:
