@@ -1954,6 +1954,4 @@ def test_one_step_of_every_route_files_as_one_whatever_the_names_and_numbers() -
     said = "AIGatewayRoute team-a/{} is not Accepted yet with its current spec"
     waiting.see([_route(n, "False", "RouteNotAccepted", said.format(n + "-123")) for n in "ab"], 0.0)
     waiting.see([], 2.0)
-    assert waiting.seconds == {
-        "RouteNotAccepted (AIGatewayRoute … is not Accepted yet with its)": 4.0
-    }
+    assert waiting.seconds == {"RouteNotAccepted (AIGatewayRoute … is not Accepted yet with its)": 4.0}

@@ -18,13 +18,13 @@ from crossplane.function import resource
 from function import claims, serving_record
 from function.conditions import BackendsReason, RoutingReason
 from function.route.view import SERVING_REQUIREMENT
+from tests.route_support import HTTPROUTE_KEY, gw_required
 from tests.support import (
     EXAMPLES,
     ROUTE_INPUT,
     applied,
     by_resource_name,
     compose,
-    gateway_fetched,
     load_yaml,
     make_request,
     run,
@@ -175,7 +175,7 @@ CASES = [
 def test_routing_ready_reads_what_upstream_reads(
     name: str, xr: dict[str, Any], fetched: dict[str, Any], reason: str, names: str
 ) -> None:
-    required = {**gateway_fetched(READY_GW), **fetched}
+    required = {**gw_required(READY_GW), **fetched}
     rsp = compose(xr, ROUTE_INPUT, applied(xr, ROUTE_INPUT, COMPOSED, required), required)
     got = said(rsp, "RoutingReady")
     assert got.reason == reason, (name, got.message)
@@ -183,7 +183,7 @@ def test_routing_ready_reads_what_upstream_reads(
 
 
 def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
-    rsp = compose(XR, ROUTE_INPUT, COMPOSED, {**gateway_fetched(READY_GW), "secret-hosted-api-key": []})
+    rsp = compose(XR, ROUTE_INPUT, COMPOSED, {**gw_required(READY_GW), "secret-hosted-api-key": []})
     got = said(rsp, "BackendsServing")
     assert (got.reason, got.message.split(";")[0]) == (
         BackendsReason.DEGRADED,
@@ -193,7 +193,7 @@ def test_a_backend_whose_secret_is_missing_is_not_serving() -> None:
 
 
 def test_each_problem_of_a_backend_is_named_in_backends_serving() -> None:
-    required = {**gateway_fetched(READY_GW), "secret-hosted-api-key": [], "configmap-hosted-ca": []}
+    required = {**gw_required(READY_GW), "secret-hosted-api-key": [], "configmap-hosted-ca": []}
     rsp = compose(_hosted(**WITH_CA), ROUTE_INPUT, COMPOSED, required)
     assert said(rsp, "BackendsServing").message.endswith(
         "hosted: Secret team-a/hosted-api-key not found, ConfigMap team-a/hosted-ca not found"
@@ -250,10 +250,10 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
     name: str, changes: dict[str, Any], want: tuple[str, str, str], key: str
 ) -> None:
     xr = _hosted(**changes)
-    rsp = compose(xr, ROUTE_INPUT, COMPOSED, gateway_fetched(READY_GW))
+    rsp = compose(xr, ROUTE_INPUT, COMPOSED, gw_required(READY_GW))
     sel = rsp.requirements[want[0]]
     assert (sel.api_version, sel.kind, sel.name, sel.namespace) == ("v1", want[1], want[2], "team-a"), name
-    fetched = {**gateway_fetched(READY_GW), want[0]: [_secret(want[2], {"other": VALUE})]}
+    fetched = {**gw_required(READY_GW), want[0]: [_secret(want[2], {"other": VALUE})]}
     message = said(compose(xr, ROUTE_INPUT, COMPOSED, fetched), "RoutingReady").message
     assert f"Secret team-a/{want[2]} has no key {key}" in message, name
     fetched[want[0]] = [_secret(want[2], {key: VALUE})]
@@ -263,7 +263,7 @@ def test_each_credential_is_required_and_read_at_upstream_s_key(
 
 def test_every_referenced_object_is_required_once_on_every_call() -> None:
     xr = _hosted(**WITH_CA)
-    for fetched in ({}, gateway_fetched(READY_GW)):
+    for fetched in ({}, gw_required(READY_GW)):
         rsp = compose(xr, ROUTE_INPUT, COMPOSED, fetched)
         got = {
             key: (sel.api_version, sel.kind, sel.name, sel.namespace)
@@ -274,6 +274,8 @@ def test_every_referenced_object_is_required_once_on_every_call() -> None:
             SERVING_REQUIREMENT: ("v1", "ConfigMap", serving_record.record_name("inference"), "platform"),
             "secret-hosted-api-key": ("v1", "Secret", "hosted-api-key", "team-a"),
             "configmap-hosted-ca": ("v1", "ConfigMap", "hosted-ca", "team-a"),
+            # Its own HTTPRoute, for what Envoy Gateway says of it (tests/test_route_httproute.py).
+            HTTPROUTE_KEY: ("gateway.networking.k8s.io/v1", "HTTPRoute", "llama-648adb3a", "team-a"),
         }
 
 
@@ -286,7 +288,7 @@ def test_a_secret_s_value_goes_nowhere() -> None:
                 XR,
                 ROUTE_INPUT,
                 COMPOSED,
-                {**gateway_fetched(READY_GW), "secret-hosted-api-key": [_secret("hosted-api-key", data)]},
+                {**gw_required(READY_GW), "secret-hosted-api-key": [_secret("hosted-api-key", data)]},
             )
         )
         dumped = json.dumps(

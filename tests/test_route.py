@@ -785,17 +785,27 @@ def test_an_object_desiring_no_spec_is_applied_once_observed() -> None:
     assert readiness.applied(None, {"apiVersion": "v1", "kind": "ConfigMap"})
 
 
+def _unreported() -> dict[str, Any]:
+    """The example's observed resources with the route's Object created and nothing reported of its
+    target yet (no status.atProvider)."""
+    observed = copy.deepcopy(COMPOSED)
+    del observed["route"]["status"]
+    return observed
+
+
 @pytest.mark.parametrize(
     ("observed", "message"),
     [
         ({}, "is not Accepted yet"),
         (unaccepted(COMPOSED, "route"), "is not Accepted yet"),
         (COMPOSED, "is not Accepted yet with its current spec"),
+        (_unreported(), "is not Accepted yet: provider-kubernetes has not reported it yet"),
     ],
     ids=[
         "a route not observed yet is only not Accepted yet",
         "a route refused with its current spec is only not Accepted yet",
         "a route Accepted for the spec before says so",
+        "a route Object whose target provider-kubernetes has not reported says so",
     ],
 )
 def test_route_not_accepted_says_whether_its_spec_was_applied(

@@ -156,7 +156,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     current = readiness.applied(route, composed[ROUTE])
     if not (current and readiness.in_effect(route)):
         # Its status may say Accepted, of the spec before this one (a model renamed).
-        stale = route is not None and not current
+        seen = readiness.observed_manifest(route) is not None
+        stale = seen and not current
         unread = readiness.read_failed(route)
         return Verdict(
             ROUTING_READY,
@@ -164,6 +165,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} is not Accepted yet"
             + (" with its current spec" if stale else "")
+            # Most of a route's creation at scale (make scale: provider-kubernetes' backlog).
+            + (": provider-kubernetes has not reported it yet" if route is not None and not seen else "")
             + (
                 f" (provider-kubernetes cannot read it now, so its last status is not current: {unread})"
                 if unread
