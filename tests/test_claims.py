@@ -340,9 +340,6 @@ def test_the_route_whose_httproute_envoy_gateway_sorts_first_holds_a_model(
         pytest.param(
             ("team-b", "other-0123abcd"), id="another claimant's HTTPRoute not read yet: it holds the model"
         ),
-        pytest.param(
-            ("team-a", OUR_TARGET), id="this route's own HTTPRoute not read yet: the other holds the model"
-        ),
     ],
 )
 def test_a_claim_judged_before_its_httproutes_are_read_fails_closed(unread: tuple[str, str]) -> None:
@@ -807,3 +804,21 @@ def test_a_route_on_every_listener_is_held_by_an_older_httproute_on_any_one_of_t
         compose(XR, ROUTE_INPUT, COMPOSED, fetched(required, first.requirements, routes)), "RoutingReady"
     )
     assert (got.reason, got.ready) == (RoutingReason.MODEL_CLAIMED, False), got.message
+
+
+def test_a_claim_judged_before_this_route_s_own_httproute_is_read_fails_closed() -> None:
+    """The route's own HTTPRoute is required on every call, so compose judges no claim without it
+    (the call repeats what the XR says: tests/test_route_httproute.py); claims.holder, asked
+    without it, still lets the other claimant hold the model."""
+    me = claims.Claimant(
+        target=OUR_HTTPROUTE, gateway=("platform", "inference"), model=XR["spec"]["model"], parent=None
+    )
+    routes = [httproute(*OUR_HTTPROUTE, "2026-11-29T12:00:01Z"), httproute(*T_OTHER, "2026-11-29T13:00:05Z")]
+    required: dict[str, Any] = {claims.REQUIREMENT: [copy.deepcopy(MINE), copy.deepcopy(OTHER)]}
+    required |= {
+        claims.httproute_key(("team-a", OUR_TARGET)): [routes[0]],
+        claims.httproute_key(T_OTHER): [routes[1]],
+    }
+    assert claims.holder(required, me, admits=lambda _ns: True) is None, "read, this route's is the older"
+    del required[claims.httproute_key(("team-a", OUR_TARGET))]
+    assert claims.holder(required, me, admits=lambda _ns: True) == "team-b/other"

@@ -1946,7 +1946,6 @@ def test_creation_time_is_filed_under_what_each_waiting_route_said(
     waiting = timeline.Waiting(names)
     done = [waiting.see(routes, at) for at, routes in looks]
     assert (done[-1], waiting.seconds) == want, name
-    assert waiting.summary().startswith("route-seconds waiting at creation, by what the route said: ")
 
 
 def test_one_step_of_every_route_files_as_one_whatever_the_names_and_numbers() -> None:
@@ -1955,3 +1954,14 @@ def test_one_step_of_every_route_files_as_one_whatever_the_names_and_numbers() -
     waiting.see([_route(n, "False", "RouteNotAccepted", said.format(n + "-123")) for n in "ab"], 0.0)
     waiting.see([], 2.0)
     assert waiting.seconds == {"RouteNotAccepted (AIGatewayRoute … is not Accepted yet with its)": 4.0}
+
+
+def test_the_waiting_summary_puts_the_longest_wait_first_and_says_none_when_nothing_waited() -> None:
+    waiting = timeline.Waiting({"a", "b"})
+    assert waiting.summary() == "route-seconds waiting at creation, by what the route said: none"
+    waiting.see([_route("a", "False", "ConfigLoading", "written"), _route("b", None)], 0.0)
+    waiting.see([_route("a", "False", "ConfigLoading", "written"), _route("b", "True", "Available")], 1.0)
+    waiting.see([_route("a", "True", "Available"), _route("b", "True", "Available")], 4.0)
+    assert waiting.summary() == (
+        "route-seconds waiting at creation, by what the route said: ConfigLoading (written) 4, no RoutingReady yet 1"
+    )

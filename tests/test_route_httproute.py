@@ -237,7 +237,9 @@ def test_an_httproute_written_since_the_last_accepted_stamp_counts_as_the_config
     ("found", "words"),
     [
         pytest.param(
-            [], "it has no HTTPRoute", id="no HTTPRoute at all holds the route: Envoy routes nothing to it"
+            [],
+            "it has no HTTPRoute yet",
+            id="no HTTPRoute at all holds the route: Envoy routes nothing to it",
         ),
         pytest.param(
             [_without_annotations(_made_of(XR))],
@@ -258,23 +260,11 @@ def test_an_httproute_that_cannot_be_compared_holds_the_route(found: list[Any], 
     ), got.message
 
 
-# (Accepted stamped, spec written: seconds ago; None for none): the HTTPRoute is asked for whatever
-# they say, for what Envoy Gateway says of it.
-ASKED_CASES = [
-    pytest.param(60, 20, id="a spec written after the last Accepted stamp asks for the HTTPRoute"),
-    pytest.param(19, 20, id="a stamp in a later second answered the spec: asked for all the same"),
-    pytest.param(None, 20, id="a spec never stamped Accepted asks for the HTTPRoute"),
-    pytest.param(60, None, id="a target without managedFields asks for it too"),
-]
-
-
-@pytest.mark.parametrize(("accepted_ago", "written_ago"), ASKED_CASES)
-def test_the_httproute_is_asked_for_on_every_call(
-    accepted_ago: float | None, written_ago: float | None
-) -> None:
-    observed = _as_answered(XR, accepted_ago=accepted_ago, written_ago=written_ago)
-    wanted = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK).requirements
-    req = wanted[OUR_HTTPROUTE]
+def test_the_httproute_is_asked_for_on_every_call_whatever_the_stamps_say() -> None:
+    """Before, only while the spec was unanswered (a stamp in a later second answered it): now for
+    what Envoy Gateway says of it, on every call."""
+    observed = _as_answered(XR, accepted_ago=19, written_ago=20)
+    req = compose(XR, ROUTE_INPUT, observed, gw_required(READY_GW), now=CLOCK).requirements[OUR_HTTPROUTE]
     assert (req.api_version, req.kind, req.namespace, req.name) == (
         "gateway.networking.k8s.io/v1",
         "HTTPRoute",
@@ -353,7 +343,7 @@ def _with_entry(made: dict[str, Any], *, judged: int = 2, **changes: Any) -> dic
     for c in entry["conditions"]:
         c["observedGeneration"] = judged
     for field, value in changes.items():
-        if field in ("sectionName", "port"):
+        if field == "sectionName":
             entry["parentRef"][field] = value
         else:
             entry[field] = value
@@ -373,6 +363,20 @@ def _second_parent(made: dict[str, Any], *, judged: int | None, conditions: Any 
     if conditions is not None:
         entry["conditions"] = conditions
     made["status"]["parents"].append(entry)
+    return made
+
+
+def _deleting(made: dict[str, Any]) -> dict[str, Any]:
+    made["metadata"]["deletionTimestamp"] = "2026-12-05T11:59:00Z"
+    return made
+
+
+def _defaults_left_out(made: dict[str, Any]) -> dict[str, Any]:
+    """`made` whose status entries name their parent with group and kind left out, Gateway API's
+    defaults, where its spec spells them out."""
+    for parent in made["status"]["parents"]:
+        for field in ("group", "kind"):
+            parent["parentRef"].pop(field, None)
     return made
 
 
@@ -470,6 +474,18 @@ TRANSLATED_CASES = [
         id="an entry without an Accepted condition is not accepted",
     ),
     pytest.param(
+        [_deleting(_translation())],
+        RoutingReason.ROUTE_NOT_ACCEPTED,
+        "its HTTPRoute is being deleted",
+        id="an HTTPRoute being deleted is not counted on",
+    ),
+    pytest.param(
+        [_defaults_left_out(_translation())],
+        RoutingReason.AVAILABLE,
+        "",
+        id="a parent named with Gateway API's defaults left out is the same parent",
+    ),
+    pytest.param(
         [_without_parents(_translation())],
         RoutingReason.ROUTE_NOT_ACCEPTED,
         "its HTTPRoute names no parent on Gateway platform/inference",
@@ -506,3 +522,26 @@ def test_the_example_httproute_is_what_envoy_ai_gateway_makes_of_the_example_rou
     made = httproute_made_of(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
     for state in ("ready", "ready-auth", "ready-secret-missing", "rolling-out"):
         assert load_yaml(EXAMPLES / "model-route" / "required" / state / "httproute.yaml") == [made], state
+
+
+@pytest.mark.parametrize(
+    ("status_written_ago", "reason"),
+    [
+        pytest.param(
+            -600, RoutingReason.CONFIG_LOADING, id="a status stamped ten minutes ahead ends no hold"
+        ),
+        pytest.param(-10, RoutingReason.CONFIG_LOADING, id="a status stamped 10 s ahead holds the route"),
+        pytest.param(None, RoutingReason.CONFIG_LOADING, id="without it, the route's own stamp holds"),
+    ],
+)
+def test_a_stamp_ahead_of_our_clock_neither_ends_nor_makes_the_others_hold(
+    status_written_ago: float | None, reason: RoutingReason
+) -> None:
+    """Found in review: the latest stamp was judged alone, so one far ahead of our clock switched
+    off the hold of an Accepted stamped 3 s ago (the ext-proc still answering 500)."""
+    observed = _as_answered(XR, accepted_ago=3, written_ago=120)
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_translation(status_written_ago=status_written_ago)]}
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
+    assert (got.reason, got.ready) == (reason, False), got.message
+    said_ago = 0 if status_written_ago == -10 else 3
+    assert f"configuration was written {said_ago} s ago" in got.message, got.message

@@ -67,7 +67,7 @@ class Reading:
 
     # The AIGatewayRoute (namespace, name), and so its HTTPRoute's.
     target: tuple[str, str]
-    # Whether the spec is unanswered: only then is the HTTPRoute read.
+    # Whether the spec is unanswered: only then is the HTTPRoute compared with it.
     unanswered: bool
     # What Crossplane handed for the requirement: None before it was read, empty where there is none.
     found: Sequence[Mapping[str, Any]] | None
@@ -103,8 +103,10 @@ class Reading:
         current generation is enough.
         """
         if not self.found:
-            return "its HTTPRoute is not read yet" if self.found is None else "it has no HTTPRoute yet"
+            return _missing(self.found)
         made = self.found[0]
+        if readiness.being_deleted(made):
+            return "its HTTPRoute is being deleted"
         namespace = readiness.get_path(made, "metadata", "namespace")
         where = f"Gateway {gateway[0]}/{gateway[1]}"
         refs = [
@@ -120,23 +122,9 @@ class Reading:
             if isinstance(p, Mapping)
         ]
         for ref in refs:
-            said = [readiness.condition({"status": p}, ACCEPTED) for key, p in entries if key == ref]
-            if not said:
-                return f"Envoy Gateway has written no status of its HTTPRoute for {where}"
-            accepted = [c for c in said if c is not None and c.get("status") == "True"]
-            if any(readiness.judged_current(c, made) for c in accepted):
-                continue
-            if not accepted:
-                c = next((c for c in said if c is not None), None)
-                why = f"{c.get('reason')}: {c.get('message')}" if c is not None else "no Accepted"
-                return f"Envoy Gateway does not accept its HTTPRoute on {where} ({why})"
-            return (
-                f"Envoy Gateway's Accepted of its HTTPRoute on {where} is of generation "
-                f"{readiness.generation_number(accepted[0].get('observedGeneration'))}, the HTTPRoute's "
-                f"is {readiness.generation_number(readiness.get_path(made, 'metadata', 'generation'))}: "
-                "Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
-                "the spec before"
-            )
+            why = _not_accepted(made, [p for key, p in entries if key == ref], where)
+            if why is not None:
+                return why
         return None
 
     def not_in_effect(self, composed: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -174,6 +162,33 @@ class Reading:
         if not self.found or not self.unanswered:
             return None
         return readiness.written_at(self.found[0])
+
+
+def _not_accepted(made: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], where: str) -> str | None:
+    """Why the status entries of one parentRef do not say Envoy Gateway accepted the HTTPRoute's
+    current generation there; None where one of them does."""
+    said = [readiness.condition({"status": p}, ACCEPTED) for p in entries]
+    if not said:
+        return f"Envoy Gateway has written no status of its HTTPRoute for {where}"
+    accepted = [c for c in said if c is not None and c.get("status") == "True"]
+    if any(readiness.judged_current(c, made) for c in accepted):
+        return None
+    if not accepted:
+        c = next((c for c in said if c is not None), None)
+        why = f"{c.get('reason')}: {c.get('message')}" if c is not None else "no Accepted"
+        return f"Envoy Gateway does not accept its HTTPRoute on {where} ({why})"
+    return (
+        f"Envoy Gateway's Accepted of its HTTPRoute on {where} is of generation "
+        f"{readiness.generation_number(accepted[0].get('observedGeneration'))}, the HTTPRoute's "
+        f"is {readiness.generation_number(readiness.get_path(made, 'metadata', 'generation'))}: "
+        "Envoy Gateway has not translated it (its controller may be down), so Envoy routes "
+        "the spec before"
+    )
+
+
+def _missing(found: Sequence[Mapping[str, Any]] | None) -> str:
+    """Why there is no HTTPRoute to judge, in words: not read yet (None), or none found."""
+    return "its HTTPRoute is not read yet" if found is None else "it has no HTTPRoute yet"
 
 
 _GATEWAY_KIND = ("gateway.networking.k8s.io", "Gateway")
@@ -234,10 +249,8 @@ def differences(
     call composes (`composed`: every Object of this call, by composition-resource-name), in words;
     None where it agrees. `found` is what Crossplane handed for the HTTPRoute's requirement: None
     before it was read, empty where there is none."""
-    if found is None:
-        return "its HTTPRoute is not read yet"
     if not found:
-        return "it has no HTTPRoute"
+        return _missing(found)
     rules, backends = _desired(composed)
     made = [
         r

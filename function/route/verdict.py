@@ -104,7 +104,10 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "none of its requests, while Envoy AI Gateway still says Accepted",
         )
     me = plan.claimant(view.attachment)
-    old = claims.still_routed(required, me, claims.Applied.of(observed.get(ROUTE)))
+    route = observed.get(ROUTE)
+    # Composed on every call that knows where to attach, as this one does.
+    current = readiness.applied(route, composed[ROUTE])
+    old = claims.still_routed(required, me, claims.Applied.of(route))
     if old is not None:
         return Verdict(
             ROUTING_READY,
@@ -116,7 +119,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             + (
                 "Envoy AI Gateway has not made it of this route's spec yet (the AIGatewayRoute's status "
                 "says why, if it failed)"
-                if readiness.applied(observed.get(ROUTE), composed[ROUTE])
+                if current
                 # Found in review: the first seconds of every rename, before the apply.
                 else "provider-kubernetes has not applied this route's spec to its AIGatewayRoute yet"
             )
@@ -151,9 +154,6 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"upstream cannot read what a backend that takes requests names, so its requests fail: "
             f"{'; '.join(broken)}",
         )
-    route = observed.get(ROUTE)
-    # Composed on every call that knows where to attach, as this one does.
-    current = readiness.applied(route, composed[ROUTE])
     if not (current and readiness.in_effect(route)):
         # Its status may say Accepted, of the spec before this one (a model renamed).
         seen = readiness.observed_manifest(route) is not None
@@ -224,10 +224,10 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted, but {untranslated}",
         )
-    written = config_written_at(composed, observed, http_route.last_written)
-    # A stamp further ahead than the bound is a clock that disagrees with ours:
-    # it cannot be judged, and must not hold True back for as long as it is ahead.
-    if written is not None and -CONFIG_LOAD_BOUND < plan.now - written < CONFIG_LOAD_BOUND:
+    written = config_written_at(composed, observed, http_route.last_written, plan.now)
+    # A stamp further ahead than the bound is a clock that disagrees with ours: config_written_at
+    # leaves it out, so it neither holds True back for as long as it is ahead nor ends the others'.
+    if written is not None and plan.now - written < CONFIG_LOAD_BOUND:
         age = max(0, int((plan.now - written).total_seconds()))
         return Verdict(
             ROUTING_READY,
@@ -298,7 +298,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
 def config_written_at(
     composed: Mapping[str, Any],
     observed: Mapping[str, Mapping[str, Any]],
-    httproute_made: datetime | None = None,
+    httproute_written: datetime | None,
+    now: datetime,
 ) -> datetime | None:
     """When configuration for this route was last written: the latest Accepted stamp of the
     AIGatewayRoute, the AIServiceBackends and the Backends composed on this call, or the latest
@@ -312,11 +313,15 @@ def config_written_at(
     route's configuration loaded failed requests for up to 3 s after its creation on the real
     data plane (backend_created_late), 15.7 s in the CI run before the bound was 18 s; one
     created more than the bound after its route held nothing back (found in review). No run
-    here has seen a changed Backend fail a request. Where the route's HTTPRoute is read (its
-    spec unanswered), its last write counts too (httproute.made_at), and Envoy Gateway's last
-    write of its status on every call (httproute.translated_at: the xDS follows it).
+    here has seen a changed Backend fail a request. The route's HTTPRoute counts too
+    (`httproute_written`): its last write while the spec is unanswered (httproute.made_at), and
+    Envoy Gateway's last write of its status (httproute.translated_at).
+
+    A stamp further ahead of `now` than the bound is of a clock that disagrees with ours: left
+    out, so that it cannot stand in for the others and end the hold they make (found in review:
+    the max of the stamps, judged as one, let such a stamp switch every hold off).
     """
-    stamps = [httproute_made] if httproute_made is not None else []
+    stamps = [httproute_written] if httproute_written is not None else []
     stamps += [
         t
         for name in composed
@@ -333,7 +338,8 @@ def config_written_at(
         if name.startswith(BACKEND_PREFIX)
         and (t := readiness.condition_time(observed.get(name), ACCEPTED)) is not None
     ]
-    return max(stamps) if stamps else None
+    judged = [t for t in stamps if t - now < CONFIG_LOAD_BOUND]
+    return max(judged) if judged else None
 
 
 def config_loaded_in(
@@ -341,12 +347,12 @@ def config_loaded_in(
     verdict: Verdict,
     composed: Mapping[str, Any],
     observed: Mapping[str, Mapping[str, Any]],
-    httproute_made: datetime | None,
+    httproute_written: datetime | None,
 ) -> timedelta | None:
     """While the configuration loads: how soon to be called again to say True, not a poll later."""
     if verdict.reason != RoutingReason.CONFIG_LOADING:
         return None
-    written = config_written_at(composed, observed, httproute_made)
+    written = config_written_at(composed, observed, httproute_written, plan.now)
     assert written is not None
     # Always more than a second: the verdict holds only while the bound has not passed.
     return written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1)

@@ -55,7 +55,8 @@ CROSSPLANE_ARGS = tuple(
 # More of them for one run, to measure a flag before it is shipped (docs/operations.md, "Flags at
 # scale"): FGR_CROSSPLANE_ARGS="--max-reconcile-rate=10" make scale.
 EXTRA_CROSSPLANE_ARGS = tuple(os.environ.get("FGR_CROSSPLANE_ARGS", "").split())
-# And provider-kubernetes' beside the shipped ones: FGR_PROVIDER_ARGS="--enable-server-side-apply=false".
+# And provider-kubernetes' beside the shipped ones: FGR_PROVIDER_ARGS="--no-enable-server-side-apply"
+# (kingpin's form of a false boolean; it refuses "--enable-server-side-apply=false" and exits).
 EXTRA_PROVIDER_ARGS = tuple(os.environ.get("FGR_PROVIDER_ARGS", "").split())
 CROSSPLANE_NS = "crossplane-system"
 # FGR_OBSERVE_GATEWAY=0 runs the ModelRoute Composition with the Input's
