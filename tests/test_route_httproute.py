@@ -10,6 +10,7 @@ import pytest
 
 from function import claims
 from function.conditions import RoutingReason
+from function.route import httproute
 from tests.route_support import (
     COMPOSED,
     READY_GW,
@@ -545,3 +546,96 @@ def test_a_stamp_ahead_of_our_clock_neither_ends_nor_makes_the_others_hold(
     assert (got.reason, got.ready) == (reason, False), got.message
     said_ago = 0 if status_written_ago == -10 else 3
     assert f"configuration was written {said_ago} s ago" in got.message, got.message
+
+
+def _refs(made: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """`made` with every parentRef, in its spec and its status, changed: a field None is left out."""
+    for ref in [*made["spec"]["parentRefs"], *(p["parentRef"] for p in made["status"]["parents"])]:
+        for field, value in fields.items():
+            if value is None:
+                ref.pop(field, None)
+            else:
+                ref[field] = value
+    return made
+
+
+def _status_port(made: dict[str, Any], port: int) -> dict[str, Any]:
+    """`made` whose spec names its parent on port 80 and whose status speaks of `port` only."""
+    made["spec"]["parentRefs"][0]["port"] = 80
+    for parent in made["status"]["parents"]:
+        parent["parentRef"]["port"] = port
+    return made
+
+
+PLATFORM = ("platform", "inference")
+# (found, the Gateway (namespace, name)) -> why Envoy does not route the HTTPRoute, word for word.
+READING_CASES = [
+    pytest.param(
+        None, PLATFORM, "its HTTPRoute is not read yet", id="before Crossplane fetched it, it says so"
+    ),
+    pytest.param([], PLATFORM, "it has no HTTPRoute yet", id="none found, it says so"),
+    pytest.param(
+        [_deleting(_translation())],
+        PLATFORM,
+        "its HTTPRoute is being deleted",
+        id="one being deleted, it says so",
+    ),
+    pytest.param(
+        [_refs(_translation(), namespace=None)],
+        ("team-a", "inference"),
+        None,
+        id="a parentRef without a namespace names a Gateway of the HTTPRoute's own namespace",
+    ),
+    pytest.param(
+        [_refs(_translation(), group="other.example")],
+        PLATFORM,
+        "its HTTPRoute names no parent on Gateway platform/inference",
+        id="a parent of another API group is not the Gateway, whatever its name",
+    ),
+    pytest.param(
+        [_status_port(_translation(), 8080)],
+        PLATFORM,
+        "Envoy Gateway has written no status of its HTTPRoute for Gateway platform/inference",
+        id="a status entry of another port is of another parent",
+    ),
+    pytest.param(
+        [_status_port(_translation(), 80)], PLATFORM, None, id="one of the same port is of this parent"
+    ),
+]
+
+
+@pytest.mark.parametrize(("found", "gateway", "want"), READING_CASES)
+def test_what_envoy_gateway_says_of_the_httproute_is_read_word_for_word(
+    found: list[dict[str, Any]] | None, gateway: tuple[str, str], want: str | None
+) -> None:
+    reading = httproute.Reading(target=("team-a", "llama-648adb3a"), unanswered=False, found=found)
+    assert reading.untranslated(gateway) == want
+
+
+def test_a_spec_compared_before_its_httproute_is_read_says_so() -> None:
+    composed = compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources
+    assert httproute.differences(None, composed) == "its HTTPRoute is not read yet"
+
+
+# (Accepted stamped, spec written: seconds ago; None for none) -> whether the HTTPRoute is compared
+# with the spec: only while Envoy AI Gateway has not answered it (a stamp in a later second).
+COMPARED_CASES = [
+    pytest.param(60, 20, True, id="a spec written after the last Accepted stamp is compared"),
+    pytest.param(
+        20, 20, True, id="a stamp in the write's own second may be of the reconcile before it: compared"
+    ),
+    pytest.param(19, 20, False, id="a stamp in a later second answered the spec: not compared"),
+    pytest.param(60, None, False, id="a target without managedFields tells no write: not compared"),
+]
+
+
+@pytest.mark.parametrize(("accepted_ago", "written_ago", "compared"), COMPARED_CASES)
+def test_the_httproute_is_compared_with_the_spec_only_while_it_is_unanswered(
+    accepted_ago: float, written_ago: float | None, compared: bool
+) -> None:
+    observed = _as_answered(XR, accepted_ago=accepted_ago, written_ago=written_ago)
+    # Without the priority annotation: compared, it differs from the spec.
+    required = gw_required(READY_GW) | {OUR_HTTPROUTE: [_without_annotations(_made_of(XR))]}
+    got = said(compose(XR, ROUTE_INPUT, observed, required, now=CLOCK), "RoutingReady")
+    assert ("orders the backends by nothing" in got.message) is compared, got.message
+    assert got.ready is not compared, got.message
