@@ -229,19 +229,17 @@ def _contenders(
     return others, mine
 
 
-def requirements(
-    required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant, applied: Applied
-) -> dict[str, Requirement]:
-    """The claimants, by either label in every namespace; while another route claims the model,
-    each claimant's HTTPRoute by name, this route's own included; after this route's spec moved on,
-    its own. Uncontested and unmoved, nothing more is read: no HTTPRoute for a gateway of distinct
-    models."""
+def requirements(required: Mapping[str, Sequence[Mapping[str, Any]]], me: Claimant) -> dict[str, Requirement]:
+    """The claimants, by either label in every namespace, and while another route claims the model,
+    each other claimant's HTTPRoute by name. This route's own is required on every call beside
+    them, under the same key (function/route/httproute.py): one read serves both. Uncontested,
+    nothing more is read: no other HTTPRoute for a gateway of distinct models."""
     wanted = {
         REQUIREMENT: requirement(me.value),
         ROUTED_REQUIREMENT: requirement(me.value, ROUTED_LABEL),
     }
     others, _ = _contenders(required, me.target)
-    for target in [me.target, *map(_target, others)] if others or applied.moved(me) else []:
+    for target in map(_target, others):
         wanted[httproute_key(target)] = httproute_requirement(target)
     return wanted
 

@@ -822,3 +822,24 @@ def test_a_claim_judged_before_this_route_s_own_httproute_is_read_fails_closed()
     assert claims.holder(required, me, admits=lambda _ns: True) is None, "read, this route's is the older"
     del required[claims.httproute_key(("team-a", OUR_TARGET))]
     assert claims.holder(required, me, admits=lambda _ns: True) == "team-b/other"
+
+
+def test_uncontested_the_claims_ask_for_no_httproute_and_contested_for_the_others_only() -> None:
+    """This route's own HTTPRoute is asked for by function/route/httproute.py on every call."""
+    me = claims.Claimant(
+        target=OUR_HTTPROUTE, gateway=("platform", "inference"), model=XR["spec"]["model"], parent=None
+    )
+    alone = claims.requirements({claims.REQUIREMENT: [copy.deepcopy(MINE)]}, me)
+    assert set(alone) == {claims.REQUIREMENT, claims.ROUTED_REQUIREMENT}
+    contested = claims.requirements({claims.REQUIREMENT: [copy.deepcopy(MINE), copy.deepcopy(OTHER)]}, me)
+    assert set(contested) == {claims.REQUIREMENT, claims.ROUTED_REQUIREMENT, claims.httproute_key(T_OTHER)}
+
+
+def test_an_unmoved_route_whose_httproute_is_not_read_yet_carries_its_own_claim_only() -> None:
+    """Not read yet, its HTTPRoute is not taken to route anything else unless the spec moved on."""
+    required = {**gw_required(READY_GW), claims.REQUIREMENT: [copy.deepcopy(MINE)]}
+    del required[claims.httproute_key(OUR_HTTPROUTE)]
+    observed = copy.deepcopy(COMPOSED)
+    observed["route"]["metadata"]["labels"] = _claimed(None)
+    got = compose(XR, ROUTE_INPUT, observed, required)
+    assert got.resources["route"]["metadata"]["labels"] == _claimed(None)

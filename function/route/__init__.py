@@ -225,7 +225,7 @@ def compose(
     http_route = httproute.Reading.of(unattached.target, observed.get(ROUTE), required)
     outcome = Outcome(
         requirements=gateway_wanted
-        | claims.requirements(required, unattached, applied)
+        | claims.requirements(required, unattached)
         | http_route.requirements()
         | references.requirements(spec.backends, plan.xr_namespace)
     )
