@@ -8,7 +8,8 @@ nothing else is ever emitted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -103,6 +104,9 @@ class Verdict:
     ready: bool
     reason: str
     message: str
+    # Where the answer changes on its own with time (a configuration's load bound passing): how
+    # soon to be called again to say so, not a poll later. None where only an input moves it.
+    recheck_in: timedelta | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # True or False: anything else is a composer's bug, not a third answer

@@ -58,7 +58,6 @@ from function.route.plan import (
     RoutePlan,
 )
 from function.route.verdict import (
-    config_loaded_in,
     derive_verdict,
     model_checks_expire_in,
     published_status,
@@ -272,7 +271,7 @@ def compose(
         (
             t
             for t in (
-                config_loaded_in(plan, verdict, composed, observed, http_route.last_written),
+                verdict.recheck_in,
                 model_checks_expire_in(plan, observed),
             )
             if t

@@ -235,6 +235,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.CONFIG_LOADING,
             f"this route's configuration was written {age} s ago; Envoy and Envoy AI Gateway's ext-proc "
             f"load it within {int(CONFIG_LOAD_BOUND.total_seconds())} s and answer 500 or 503 until then",
+            # Always more than a second: the verdict holds only while the bound has not passed.
+            recheck_in=written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1),
         )
     serving = backends.serving
     wrong = answered_without_the_model(backends, takers, moves_on(plan.spec, fails_over=fails_over))
@@ -340,22 +342,6 @@ def config_written_at(
     ]
     judged = [t for t in stamps if t - now < CONFIG_LOAD_BOUND]
     return max(judged) if judged else None
-
-
-def config_loaded_in(
-    plan: RoutePlan,
-    verdict: Verdict,
-    composed: Mapping[str, Any],
-    observed: Mapping[str, Mapping[str, Any]],
-    httproute_written: datetime | None,
-) -> timedelta | None:
-    """While the configuration loads: how soon to be called again to say True, not a poll later."""
-    if verdict.reason != RoutingReason.CONFIG_LOADING:
-        return None
-    written = config_written_at(composed, observed, httproute_written, plan.now)
-    assert written is not None
-    # Always more than a second: the verdict holds only while the bound has not passed.
-    return written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1)
 
 
 def workload_serves(
