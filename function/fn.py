@@ -158,7 +158,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             return  # the steady state: nothing to log, nothing to format
         verdict = outcome.verdict
         condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
-        if outcome.results and self._first_time(_xr_id(req), condition):
+        if outcome.transition and self._first_time(_xr_id(req), condition):
             self.log.info(
                 "condition changed", xr=_xr_id(req), condition=condition, message=verdict and verdict.message
             )

@@ -63,6 +63,11 @@ class Outcome:
     extra: list[Verdict] = field(default_factory=list)
     # (severity, reason, message) of events to emit.
     results: list[tuple[str, str, str]] = field(default_factory=list)
+    # The main verdict differs from what the XR says was last decided (announce): the transition the
+    # function logs. An event of another condition alone is none (issue #32: after a fatal error
+    # Crossplane marks every function condition Unknown, and BackendsServing's return named
+    # RoutingReady in a "condition changed" line while RoutingReady had not changed).
+    transition: bool = False
     requirements: dict[str, Requirement] = field(default_factory=dict)
     # How soon to be called again, where sooner than the verdict's usual TTL.
     ttl: timedelta | None = None
@@ -117,6 +122,7 @@ class Outcome:
     def announce(self, xr: Mapping[str, Any]) -> None:
         """An event for each condition this call changes on the XR, and none for the others."""
         self.results.extend(events(xr, self.conditions))
+        self.transition = self.verdict is not None and self.verdict.changed_from(xr)
 
     def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.

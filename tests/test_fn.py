@@ -592,6 +592,65 @@ def test_a_transition_is_logged_once_per_decision(
     assert lines.transitions() == want, name
 
 
+def _route_said(serving: dict[str, Any] | None, backends: dict[str, str]) -> dict[str, Any]:
+    """The example route, its status as a call finds it: serving as given, BackendsServing as given."""
+    xr = copy.deepcopy(ROUTE_XR)
+    xr["status"] = {
+        "conditions": [{"type": BACKENDS_SERVING, "lastTransitionTime": "2026-12-06T12:26:23Z", **backends}]
+    }
+    if serving is not None:
+        xr["status"]["serving"] = serving
+    return xr
+
+
+# What Crossplane leaves on each condition a function set when a call fails fatally (v2.4.0
+# composite/reconciler.go): the function unreachable while its revision changes, say.
+_FATAL = {"status": "Unknown", "reason": "FatalError", "message": "A fatal error occurred before ..."}
+_SERVING = {
+    "ready": True,
+    "reason": "Available",
+    "message": "model meta-llama/Llama-3.1-8B-Instruct is served",
+}
+_ALL_SERVING = {"status": "True", "reason": "AllServing", "message": "2 of 2 backends serving"}
+
+ROUTE_LOG_CASES = [
+    (
+        "BackendsServing back after a fatal error logs no RoutingReady transition, and says itself as an event",
+        _route_said(_SERVING, _FATAL),
+        [],
+        ["AllServing"],
+    ),
+    (
+        "a route whose RoutingReady changes logs it",
+        _route_said({**_SERVING, "ready": False, "reason": "ConfigLoading"}, _ALL_SERVING),
+        ["ModelRoute team-a/llama RoutingReady=True (Available)"],
+        ["Available"],
+    ),
+    (
+        "a route whose conditions all stay logs nothing and says nothing",
+        _route_said(_SERVING, _ALL_SERVING),
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "xr", "want", "events"), ROUTE_LOG_CASES, ids=[c[0] for c in ROUTE_LOG_CASES]
+)
+def test_only_the_main_conditions_transition_is_logged(
+    name: str, xr: dict[str, Any], want: list[str], events: list[str]
+) -> None:
+    runner = FunctionRunner()
+    lines = _Lines()
+    runner.log = lines  # type: ignore[assignment]
+    rsp = asyncio.run(
+        runner.RunFunction(make_request(xr, ROUTE_INPUT, ROUTE_COMPOSED, gw_required(ROUTE_READY_GW)), None)
+    )
+    assert lines.transitions() == want, name
+    assert [r.reason for r in rsp.results] == events, name
+
+
 def test_the_memory_of_logged_transitions_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fn, "REMEMBERED_XRS", 2)
     runner = FunctionRunner()
