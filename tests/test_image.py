@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -80,6 +81,41 @@ def test_both_archives_describe_one_image_that_runs_the_function_as_nonroot(
     assert config["config"]["User"] == "65532:65532"
     assert config["config"]["Entrypoint"] == ["/venv/bin/python3.11", "-m", "function"]
     assert not any(e.startswith("TLS_SERVER_CERTS_DIR=") for e in config["config"]["Env"])
+
+
+def test_another_commits_code_is_one_more_layer_that_hides_the_function_package_below(tmp_path: Path) -> None:
+    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "fn.oci.tar", EPOCH, "amd64")
+    code = tmp_path / "function"
+    (code / "route" / "__pycache__").mkdir(parents=True)
+    (code / "fn.py").write_text("OLD = True\n")
+    (code / "route" / "verdict.py").write_text("pass\n")
+    (code / "route" / "__pycache__" / "verdict.cpython-311.pyc").write_bytes(b"new code compiled")
+    out = image.with_code(built.docker_archive, code, tmp_path / "old.docker.tar", EPOCH, "function/ of abc")
+    with tarfile.open(out) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    (entry,) = json.loads(files["manifest.json"])
+    config = json.loads(files[entry["Config"]])
+    below, added = entry["Layers"]
+    assert files[below] == image.layer(_root(tmp_path / "again", EPOCH), EPOCH), (
+        "the image's own layer, untouched"
+    )
+    assert config["rootfs"]["diff_ids"] == [
+        built.layer_digest,
+        "sha256:" + hashlib.sha256(files[added]).hexdigest(),
+    ]
+    assert config["history"][-1]["created_by"] == "tools/image.py: function/ of abc"
+    with tarfile.open(fileobj=io.BytesIO(files[added])) as layer:
+        members = {m.name: m for m in layer.getmembers()}
+        package = image.FUNCTION_PACKAGE
+        assert sorted(members) == [
+            package,
+            f"{package}/.wh..wh..opq",
+            f"{package}/fn.py",
+            f"{package}/route",
+            f"{package}/route/verdict.py",
+        ], "the package below hidden (its compiled new code with it), the other commit's sources added"
+        assert layer.extractfile(members[f"{package}/fn.py"]).read() == b"OLD = True\n"  # type: ignore[union-attr]
+        assert all(m.mtime == EPOCH and m.uid == 0 for m in members.values())
 
 
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])

@@ -305,6 +305,68 @@ def _tar(out: Path, files: dict[str, bytes], folders: list[str], epoch: int) -> 
                 archive.addfile(info)
 
 
+# Where the function's package lives in the image: the wheel installed into /venv.
+FUNCTION_PACKAGE = "venv/lib/python3.11/site-packages/function"
+# An opaque whiteout (OCI image spec, layer.md): the folder holding it hides every entry the
+# layers below have in it.
+OPAQUE = ".wh..wh..opq"
+
+
+def with_code(saved: Path, code: Path, out: Path, epoch: int, label: str) -> Path:
+    """The image of `saved` (a `docker save` tarball, as `oci_archive` writes it) with the function
+    package replaced by the tree `code` (a `function/` folder of another commit, its caches left
+    out): one more layer, hiding the package below and adding that tree, dated `epoch`. What
+    another release of the same dependencies would run, without a second build of the root."""
+    with tarfile.open(saved) as tar:
+        (described,) = json.loads(_member(tar, "manifest.json"))
+        config = json.loads(_member(tar, described["Config"]))
+        layers = {name: _member(tar, name) for name in described["Layers"]}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folder = tarfile.TarInfo(FUNCTION_PACKAGE)
+        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, epoch
+        tar.addfile(folder)
+        hide = tarfile.TarInfo(f"{FUNCTION_PACKAGE}/{OPAQUE}")
+        hide.mtime = epoch
+        tar.addfile(hide)
+        for path in sorted(code.rglob("*"), key=lambda p: p.relative_to(code).as_posix()):
+            rel = path.relative_to(code)
+            if "__pycache__" in rel.parts:
+                continue
+            info = tarfile.TarInfo(f"{FUNCTION_PACKAGE}/{rel.as_posix()}")
+            info.mtime = epoch
+            if path.is_dir():
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                data = path.read_bytes()
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    added = raw.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(added).hexdigest()
+    config["rootfs"]["diff_ids"].append(diff_id)
+    config["history"].append({"created": config["created"], "created_by": f"tools/image.py: {label}"})
+    config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
+    manifest = [{**described, "Config": config_name, "Layers": [*described["Layers"], layer_name]}]
+    files = {
+        "manifest.json": json.dumps(manifest).encode(),
+        config_name: config_bytes,
+        **layers,
+        layer_name: added,
+    }
+    _tar(out, files, sorted({name.split("/")[0] for name in [*layers, layer_name]}), epoch)
+    return out
+
+
+def _member(tar: tarfile.TarFile, name: str) -> bytes:
+    f = tar.extractfile(name)
+    if f is None:
+        raise ValueError(f"{name} is not a file in the image archive")
+    return f.read()
+
+
 def build(workdir: Path, out: Path, arch: str) -> tuple[Image, Path]:
     """Both stages, then the archive; returns it and the runtime root (kept for a comparison)."""
     epoch = source_date_epoch()

@@ -20,10 +20,12 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import shutil
 import socket
 import ssl
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -41,8 +43,8 @@ from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.report import Installed
 from tests.real.versions import CROSSPLANE_CLI, REGISTRY, RUNNING_PROVIDER
 from tests.support import ROOT
+from tools import image, release
 from tools import publish as publish_ours
-from tools import release
 
 # The prefix every package this install pulls is published under (release.env,
 # and provider-kubernetes' own), rewritten to the local registry.
@@ -109,22 +111,41 @@ def publish(registry: Registry, workdir: Path) -> None:
     )
 
 
-def publish_revision(registry: Registry, tag: str, workdir: Path) -> str:
-    """A second revision of the Function package, pushed under tag; its digest.
+def publish_function(registry: Registry, tag: str, workdir: Path, *, commit: str | None = None) -> str:
+    """A Function package pushed under tag, for the package manager to move to; its digest.
 
-    The same runtime image and code, with the package metadata annotated with
-    the tag, so the package's digest (and so Crossplane's revision) is new:
-    what a platform team's upgrade to the next release does to the package
-    manager, without a second build of the code.
+    Without commit: this commit's runtime image and package metadata, annotated
+    with the tag, so the package's digest (and so Crossplane's revision) is new:
+    what a release of the same code does to the package manager, without a
+    second build. With commit: that commit's `function/` and `package/` (git),
+    its code on this image's root as one more layer (tools/image.py
+    `with_code`): another release's code, of the same dependencies.
     """
     cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
     root = workdir / f"package-{tag}"
-    shutil.copytree(ROOT / "package", root, dirs_exist_ok=True)
+    embed = publish_ours.RUNTIME_TARBALL
+    if commit is None:
+        shutil.copytree(ROOT / "package", root, dirs_exist_ok=True)
+    else:
+        tree = workdir / f"source-{tag}"
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", commit, "function", "package"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        shutil.copytree(tree / "package", root)
+        epoch = int(run(["git", "-C", str(ROOT), "show", "-s", "--format=%ct", commit]).strip())
+        embed = image.with_code(
+            embed, tree / "function", workdir / f"function-{tag}.docker.tar", epoch, f"function/ of {commit}"
+        )
     meta = root / "crossplane.yaml"
     meta.write_text(
         meta.read_text().replace("  annotations:\n", f"  annotations:\n    fgr.test/revision: {tag}\n", 1)
     )
-    out = xpkg_build(cli, root, workdir / f"function-{tag}.xpkg", embed=publish_ours.RUNTIME_TARBALL)
+    out = xpkg_build(cli, root, workdir / f"function-{tag}.xpkg", embed=embed)
     path = f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{tag}"
     run([str(cli), "xpkg", "push", "-f", str(out), f"{registry.host}/{path}"])
     return registry.digest(path)

@@ -243,10 +243,7 @@ def release_line(installed: Installed | None, passed: int, scenarios: int) -> st
         )
     if installed.upgrade:
         parts.append(installed.upgrade)
-    parts.append(
-        "not run here: an upgrade between releases of different code through the package manager, "
-        "the provider's own image, multi-arch images"
-    )
+    parts.append("not run here: the provider's own image, multi-arch images")
     return "; ".join(parts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -22,11 +23,18 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import chat
+from tests.support import ROOT
 from tools import release
 
 PKG_API = "pkg.crossplane.io/v1"
-# The next release's tag, for the revision this scenario publishes.
-NEXT = "v0.1.1"
+# Another release's code, for the upgrade between releases: the oldest commit the project's CI landed
+# (stop 50) whose Configuration and package metadata are this commit's, so the install it moves from
+# is what that release installed. When they change, move it to a newer landed commit: the scenario
+# refuses a mixed install (another release's function under this commit's Configuration).
+PREVIOUS = "b85ac8409353e236702d94180fd9188c2e0980ad"
+# The tags the scenario pushes, newest last: the previous release's code, then this commit's again.
+PREVIOUS_TAG = "v0.1.1"
+NEXT = "v0.1.2"
 
 
 def _composed(env: Env) -> dict[str, str]:
@@ -46,26 +54,16 @@ def _revisions(env: Env) -> list[dict[str, Any]]:
     ]
 
 
-def function_revision_upgraded(env: Env, r: Report) -> None:
-    """The Function upgraded by its package, as a platform team upgrades it: the package manager makes a
-    new revision and a new runtime Deployment and retires the old one. Nothing composed is deleted or
-    recreated, the conditions never lie (the prober), and the new revision serves a new route."""
-    installed = env.installed
-    assert installed is not None, "run with FGR_INSTALL=package (make release-check)"
-    before = _composed(env)
+def _moved_to(env: Env, tag: str, digest: str) -> tuple[dict[str, Any], float]:
+    """The Function's package moved to tag, as `crossplane xpkg update` or a GitOps change does; waits
+    until a new revision is Active and Healthy, the old ones Inactive, and its pod runs `digest`
+    alone. The Configuration's dependsOn (>=v0.1.0) still holds, so it is the Function a team moves."""
     old = {rev["metadata"]["name"] for rev in _revisions(env)}
-    registry = install.Registry(env.sup, port=int(installed.registry.rsplit(":", 1)[1]))
-    with tempfile.TemporaryDirectory(prefix="revision-") as d:
-        digest = install.publish_revision(registry, NEXT, Path(d))
     this = release.read()
     started = time.time()
-    # What `crossplane xpkg update` or a GitOps change does: the Function's package moves on. The
-    # Configuration's dependsOn (>=v0.1.0) still holds, so it is the Function that a team upgrades.
-    env.kube.merge_patch(
-        PKG_API, "Function", FUNCTION, None, {"spec": {"package": f"{this.function}:{NEXT}"}}
-    )
+    env.kube.merge_patch(PKG_API, "Function", FUNCTION, None, {"spec": {"package": f"{this.function}:{tag}"}})
     new = wait(
-        f"a FunctionRevision of {NEXT} Active and Healthy",
+        f"a FunctionRevision of {tag} Active and Healthy",
         lambda: next(
             (
                 rev
@@ -89,13 +87,17 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
         CONVERGE_S,
     )
     wait(
-        f"the Function's pod runs {NEXT}'s digest alone",
+        f"the Function's pod runs {tag}'s digest alone",
         lambda: install.served_by(env.plane) == digest,
         CONVERGE_S,
     )
-    switched = time.time() - started
-    # Composed by the new revision: a route created after the switch, which only it can have composed.
-    where, model = (ROUTE[0], "after-upgrade"), "after-upgrade-model"
+    return new, time.time() - started
+
+
+def _serving_route(env: Env, name: str) -> tuple[str, str]:
+    """A new ModelRoute of its own model, RoutingReady and answered through the gateway: composed by the
+    revision that runs now, the only one that can have composed it."""
+    where, model = (ROUTE[0], name), f"{name}-model"
     doc = model_route_doc(
         where,
         model,
@@ -103,26 +105,78 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     )
     env.kube.apply(doc)
     wait(
-        "the new route RoutingReady=True",
+        f"the route {name} RoutingReady=True",
         lambda: (rt := env.route(*where)) and true(rt, "RoutingReady"),
         CONVERGE_S,
     )
     port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
-    wait("the new route serves its model", lambda: chat(port, model).ok, CONVERGE_S)
-    for xr in (env.gateway(), env.route()):
+    wait(f"the route {name} serves its model", lambda: chat(port, model).ok, CONVERGE_S)
+    return where
+
+
+def _kept(before: dict[str, str], after: dict[str, str], move: str) -> None:
+    lost = sorted(k for k in before if k not in after)
+    recreated = sorted(k for k in before if k in after and after[k] != before[k])
+    assert not lost, f"composed Objects deleted by {move}: {lost}"
+    assert not recreated, f"composed Objects recreated by {move}: {recreated}"
+
+
+def function_revision_upgraded(env: Env, r: Report) -> None:
+    """An upgrade between releases of different code, through the package manager, as a platform team
+    upgrades: the Function's package moves to the previous release's code (PREVIOUS), which composes a
+    route of its own, then to this commit's code. Each move makes a new revision and runtime
+    Deployment and retires the old; nothing composed is deleted or recreated by either, the route the
+    previous release composed still serves after the upgrade, the conditions never lie (the prober),
+    and the new revision serves a route of its own."""
+    installed = env.installed
+    assert installed is not None, "run with FGR_INSTALL=package (make release-check)"
+    mixed = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "diff",
+            "--quiet",
+            PREVIOUS,
+            "HEAD",
+            "--",
+            "package",
+            "examples/configuration",
+        ],
+        check=False,
+    )
+    assert mixed.returncode == 0, (
+        f"the Configuration or package metadata changed since {PREVIOUS}: its function under this Configuration "
+        "is no release's install; move PREVIOUS to a newer landed commit"
+    )
+    registry = install.Registry(env.sup, port=int(installed.registry.rsplit(":", 1)[1]))
+    with tempfile.TemporaryDirectory(prefix="revision-") as d:
+        previous = install.publish_function(registry, PREVIOUS_TAG, Path(d), commit=PREVIOUS)
+        digest = install.publish_function(registry, NEXT, Path(d))
+    composed = _composed(env)
+    _, back = _moved_to(env, PREVIOUS_TAG, previous)
+    theirs = _serving_route(env, "before-upgrade")
+    before = _composed(env)
+    _kept(composed, before, f"the move to {PREVIOUS}'s code")
+    new, switched = _moved_to(env, NEXT, digest)
+    ours = _serving_route(env, "after-upgrade")
+    port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
+    assert chat(port, f"{theirs[1]}-model").ok, (
+        f"the route {PREVIOUS} composed stopped serving after the upgrade"
+    )
+    for xr in (env.gateway(), env.route(), env.route(*theirs)):
         assert xr is not None
         for typ in ("Synced", "Ready"):
             assert true(xr, typ), f"{xr['kind']} {typ}: {condition(xr, typ)}"
-    after = _composed(env)
-    lost = sorted(k for k in before if k not in after)
-    recreated = sorted(k for k in before if k in after and after[k] != before[k])
-    assert not lost, f"composed Objects deleted by the upgrade: {lost}"
-    assert not recreated, f"composed Objects recreated by the upgrade: {recreated}"
-    env.kube.delete("ai.example.org/v1alpha1", "ModelRoute", where[1], where[0])
-    wait("the new route gone", lambda: env.route(*where) is None, CONVERGE_S)
+    _kept(before, _composed(env), "the upgrade")
+    for where in (theirs, ours):
+        env.kube.delete("ai.example.org/v1alpha1", "ModelRoute", where[1], where[0])
+    wait("the two routes gone", lambda: env.route(*theirs) is None and env.route(*ours) is None, CONVERGE_S)
     note = (
-        f"the Function upgraded to a new revision ({new['metadata']['name']}, {digest[:19]}…) in "
-        f"{switched:.0f} s with every one of {len(before)} composed Objects kept"
+        f"the Function moved through the package manager to the code of {PREVIOUS} ({previous[:19]}…, "
+        f"{back:.0f} s), which composed a route, then upgraded to this commit's ({new['metadata']['name']}, "
+        f"{digest[:19]}…) in {switched:.0f} s with every one of {len(before)} composed Objects kept and that "
+        "route serving"
     )
     installed.upgrade = note
     # The package the Function names now: the release line checks its pod serves this one.
