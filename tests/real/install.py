@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 import socket
 import ssl
@@ -167,6 +168,21 @@ def served_by(plane: DataPlane) -> str:
     }
     digests.discard("")  # a container that exited since the list: not one that served
     return digests.pop() if len(digests) == 1 else ", ".join(sorted(digests))
+
+
+def transitions_logged(plane: DataPlane) -> list[str]:
+    """ "<xr> <condition>" of each `condition changed` line the Function's running pods logged."""
+    lines = []
+    for sb in plane.running():
+        if sb.labels.get(FUNCTION_LABEL) != FUNCTION:
+            continue
+        for proc in sb.processes:
+            for line in proc.log.read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    said = json.loads(line)
+                    if isinstance(said, dict) and said.get("msg") == "condition changed":
+                        lines.append(f"{said.get('xr')} {said.get('condition')}")
+    return lines
 
 
 def with_served(installed: Installed | None, plane: DataPlane) -> Installed | None:

@@ -160,6 +160,16 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     _kept(composed, before, f"the move to {PREVIOUS}'s code")
     new, switched = _moved_to(env, NEXT, digest)
     ours = _serving_route(env, "after-upgrade")
+    # Issue #32: the new revision decides what the old one decided for the gateway and the two routes
+    # it finds, so it logs no transition of theirs (Crossplane's Unknown of the fatal errors during the
+    # move is no decision of the function's: status.serving keeps the last one).
+    steady = {
+        f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}",
+        f"ModelRoute {ROUTE[0]}/{ROUTE[1]}",
+        f"ModelRoute {theirs[0]}/{theirs[1]}",
+    }
+    noise = [line for line in install.transitions_logged(env.plane) if line.rsplit(" ", 2)[0] in steady]
+    assert not noise, f"the upgraded Function logged transitions nothing decided: {noise}"
     port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
     assert chat(port, f"{theirs[1]}-model").ok, (
         f"the route {PREVIOUS} composed stopped serving after the upgrade"
