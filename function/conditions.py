@@ -7,7 +7,7 @@ nothing else is ever emitted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -184,15 +184,8 @@ def as_observed(xr: Mapping[str, Any], decided: Verdict) -> Verdict:
     return Verdict(decided.type, previous["status"] == "True", reason, str(previous.get("message") or ""))
 
 
-def events(xr: Mapping[str, Any], verdicts: Sequence[Verdict]) -> list[tuple[str, str, str]]:
-    """(severity, reason, message) of an event for each condition this call changes.
-
-    What `kubectl describe` shows: a condition that stays as the XR has it
-    says nothing, so a settled XR called every TTL logs no transition it did
-    not decide.
-    """
-    return [
-        ("Normal" if v.ready else "Warning", v.reason, f"{v.type}: {v.message}")
-        for v in verdicts
-        if v.changed_from(xr)
-    ]
+def event(verdict: Verdict) -> tuple[str, str, str]:
+    """(severity, reason, message) of the event for a condition this call changes: what `kubectl
+    describe` shows. A condition that stays as the XR has it says nothing (Outcome.announce), so a
+    settled XR called every TTL logs no transition it did not decide."""
+    return ("Normal" if verdict.ready else "Warning", verdict.reason, f"{verdict.type}: {verdict.message}")

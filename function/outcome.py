@@ -17,7 +17,7 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import readiness, structs
-from function.conditions import SERVING, Verdict, events
+from function.conditions import SERVING, Verdict, event
 
 # How soon Crossplane calls again when nothing it watches changes (it takes
 # the smallest TTL of the pipeline). Every change that feeds a condition
@@ -121,8 +121,9 @@ class Outcome:
 
     def announce(self, xr: Mapping[str, Any]) -> None:
         """An event for each condition this call changes on the XR, and none for the others."""
-        self.results.extend(events(xr, self.conditions))
-        self.transition = self.verdict is not None and self.verdict.changed_from(xr)
+        changed = [v for v in self.conditions if v.changed_from(xr)]
+        self.results.extend(event(v) for v in changed)
+        self.transition = any(v is self.verdict for v in changed)
 
     def keep(self, name: str, observed: Mapping[str, Any]) -> None:
         """Emit an observed composed resource again, as it was desired before.

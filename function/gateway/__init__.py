@@ -57,7 +57,6 @@ from function.gateway.plan import (
     moved_from,
 )
 from function.gateway.verdict import (
-    auth_loaded_in,
     auth_policy_held,
     auth_removed_in,
     caller_auth,
@@ -276,7 +275,7 @@ def compose(
             (
                 t
                 for t in (
-                    auth_loaded_in(plan, verdict, observed),
+                    verdict.recheck_in,
                     auth_removed_in(plan, status["gateway"]),
                     listener_pushed_in(plan, listener_held),
                 )

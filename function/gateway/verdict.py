@@ -135,8 +135,8 @@ def _observer_verdict(  # noqa: PLR0911 - one return per reason, in order
     return Verdict(GATEWAY_READY, True, GatewayReason.AVAILABLE, f"{where}: {state.summary()}")
 
 
-def _not_ready(reason: GatewayReason, message: str) -> Verdict:
-    return Verdict(GATEWAY_READY, False, reason, message)
+def _not_ready(reason: GatewayReason, message: str, recheck_in: timedelta | None = None) -> Verdict:
+    return Verdict(GATEWAY_READY, False, reason, message, recheck_in)
 
 
 def _listener_not_programmed(plan: GatewayPlan, gateway: Mapping[str, Any] | None) -> str | None:
@@ -299,6 +299,9 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             f"the API-key SecurityPolicy of {gateway_ref} was accepted or changed "
             f"{max(0, int((plan.now - accepted).total_seconds()))} s ago; Envoy refuses every key until "
             f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
+            # Called again once the bound has passed, to say so, not a poll later. The hold above, for a
+            # change provider-kubernetes has not applied, needs none: its apply wakes the gateway.
+            accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1),
         )
     return _observer_verdict(plan, observed.get(OBSERVER), settled_template)
 
@@ -312,19 +315,6 @@ def auth_written_at(policy: Mapping[str, Any] | None) -> datetime | None:
     write of its spec (a header or key changed keeps it Accepted, and its stamp, as they were)."""
     stamps = [t for t in (readiness.policy_accepted_at(policy), readiness.spec_written_at(policy)) if t]
     return max(stamps) if stamps else None
-
-
-def auth_loaded_in(
-    plan: GatewayPlan, verdict: Verdict, observed: Mapping[str, Mapping[str, Any]]
-) -> timedelta | None:
-    """While Envoy receives the policy: how soon to be called again to say True, not a poll later."""
-    if verdict.reason != GatewayReason.AUTH_LOADING:
-        return None
-    accepted = auth_written_at(observed.get(SECURITY_POLICY))
-    if accepted is None or accepted + AUTH_PUSH_BOUND <= plan.now:
-        # Held for a change provider-kubernetes has not applied: its apply wakes the gateway.
-        return None
-    return accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1)
 
 
 def _policy_header(policy: Mapping[str, Any] | None) -> str | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import shutil
 import socket
 import ssl
@@ -34,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.real import toolchain
+from tests.real import costs, toolchain
 from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, module_dir
 from tests.real.dataplane import PODMAN, DataPlane, pipe
 from tests.real.kube import Kube, condition, wait
@@ -171,18 +170,14 @@ def served_by(plane: DataPlane) -> str:
 
 
 def transitions_logged(plane: DataPlane) -> list[str]:
-    """ "<xr> <condition>" of each `condition changed` line the Function's running pods logged."""
-    lines = []
-    for sb in plane.running():
-        if sb.labels.get(FUNCTION_LABEL) != FUNCTION:
-            continue
-        for proc in sb.processes:
-            for line in proc.log.read_text(errors="replace").splitlines():
-                with contextlib.suppress(ValueError):
-                    said = json.loads(line)
-                    if isinstance(said, dict) and said.get("msg") == "condition changed":
-                        lines.append(f"{said.get('xr')} {said.get('condition')}")
-    return lines
+    """ "<xr> <condition>" of each `condition changed` line the Function's running pods logged, in order."""
+    return [
+        f"{said.xr} {said.condition}"
+        for sb in plane.running()
+        if sb.labels.get(FUNCTION_LABEL) == FUNCTION
+        for proc in sb.processes
+        for said in costs.logged(proc.log.read_text(errors="replace"), costs.CONDITION_CHANGED)
+    ]
 
 
 def with_served(installed: Installed | None, plane: DataPlane) -> Installed | None:
