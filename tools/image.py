@@ -275,20 +275,24 @@ def oci_archive(root: Path, out: Path, epoch: int, arch: str) -> Image:
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     _tar(out, files, ["blobs", "blobs/sha256"], epoch)
-    # `crossplane xpkg build --embed-runtime-image-tarball` reads the `docker save` format
-    # (go-containerregistry's tarball package): the same config and the layer uncompressed.
-    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-    layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
-    saved = {
-        "manifest.json": json.dumps(
-            [{"Config": config_name, "RepoTags": [f"{NAME}:latest"], "Layers": [layer_name]}]
-        ).encode(),
-        config_name: config_bytes,
-        layer_name: tar,
-    }
     docker = out.with_name(out.name.replace(".oci.tar", ".docker.tar"))
-    _tar(docker, saved, [layer_name.split("/")[0]], epoch)
+    _docker_save(docker, config_bytes, [tar], epoch)
     return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id, docker, arch)
+
+
+def _docker_save(out: Path, config: bytes, layers: list[bytes], epoch: int) -> None:
+    """The image as `docker save` writes it, which `crossplane xpkg build --embed-runtime-image-tarball`
+    reads (go-containerregistry's tarball package): the config, and each layer uncompressed, named
+    by its diff ID, bottom first."""
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    names = [hashlib.sha256(layer).hexdigest() + "/layer.tar" for layer in layers]
+    manifest = [{"Config": config_name, "RepoTags": [f"{NAME}:latest"], "Layers": names}]
+    files = {
+        "manifest.json": json.dumps(manifest).encode(),
+        config_name: config,
+        **dict(zip(names, layers, strict=True)),
+    }
+    _tar(out, files, sorted({name.split("/")[0] for name in names}), epoch)
 
 
 def _tar(out: Path, files: dict[str, bytes], folders: list[str], epoch: int) -> None:
@@ -320,7 +324,7 @@ def with_code(saved: Path, code: Path, out: Path, epoch: int, label: str) -> Pat
     with tarfile.open(saved) as tar:
         (described,) = json.loads(_member(tar, "manifest.json"))
         config = json.loads(_member(tar, described["Config"]))
-        layers = {name: _member(tar, name) for name in described["Layers"]}
+        layers = [_member(tar, name) for name in described["Layers"]]
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         folder = tarfile.TarInfo(FUNCTION_PACKAGE)
@@ -343,20 +347,10 @@ def with_code(saved: Path, code: Path, out: Path, epoch: int, label: str) -> Pat
                 info.size, info.mode = len(data), 0o644
                 tar.addfile(info, io.BytesIO(data))
     added = raw.getvalue()
-    diff_id = "sha256:" + hashlib.sha256(added).hexdigest()
-    config["rootfs"]["diff_ids"].append(diff_id)
+    config["rootfs"]["diff_ids"].append("sha256:" + hashlib.sha256(added).hexdigest())
     config["history"].append({"created": config["created"], "created_by": f"tools/image.py: {label}"})
     config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
-    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-    layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
-    manifest = [{**described, "Config": config_name, "Layers": [*described["Layers"], layer_name]}]
-    files = {
-        "manifest.json": json.dumps(manifest).encode(),
-        config_name: config_bytes,
-        **layers,
-        layer_name: added,
-    }
-    _tar(out, files, sorted({name.split("/")[0] for name in [*layers, layer_name]}), epoch)
+    _docker_save(out, config_bytes, [*layers, added], epoch)
     return out
 
 
