@@ -123,6 +123,19 @@ def _xr_id(req: fnv1.RunFunctionRequest) -> str:
     return f"{kind} {namespace}/{name}"
 
 
+def _final(req: fnv1.RunFunctionRequest, outcome: Outcome) -> bool:
+    """Whether this call's decision can be the reconcile's: it was handed everything it asks for.
+
+    Crossplane applies only the last call of a reconcile, and calls again while a
+    call asks for a resource it was not handed (v2.4.0 `required_resources.go`,
+    `FetchingFunctionRunner`). A decision made without it is fail-closed, not
+    published: logged, it read as a transition that never happened (a route said
+    ModelClaimed at once on the real stack while another claimant's HTTPRoute was
+    not read yet; the reconcile's last call said True), and, remembered, it hid
+    the real one that came 3 s later."""
+    return all(key in req.required_resources for key in outcome.requirements)
+
+
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """The gRPC servicer Crossplane calls."""
 
@@ -158,7 +171,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             return  # the steady state: nothing to log, nothing to format
         verdict = outcome.verdict
         condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
-        if outcome.transition and self._first_time(_xr_id(req), condition):
+        if outcome.transition and _final(req, outcome) and self._first_time(_xr_id(req), condition):
             self.log.info(
                 "condition changed", xr=_xr_id(req), condition=condition, message=verdict and verdict.message
             )

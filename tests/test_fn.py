@@ -17,7 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.resource import struct_to_dict
 
-from function import fn, gateway
+from function import claims, fn, gateway
 from function.conditions import (
     BACKENDS_SERVING,
     GATEWAY_READY,
@@ -28,6 +28,7 @@ from function.conditions import (
 )
 from function.fn import FunctionRunner
 from function.outcome import Outcome, Requirement, write
+from tests import test_claims as claims_fixtures
 from tests.known_bad import HTTPS_LISTENER
 from tests.route_support import gw_required
 from tests.support import (
@@ -553,6 +554,9 @@ def _gateway_xr(name: str) -> dict[str, Any]:
     return xr
 
 
+# Everything the example gateway asks Crossplane for, as handed: no SecurityPolicy (no caller auth).
+_GATEWAY_ALL_READ: dict[str, list[dict[str, Any]]] = {"security-policy-object": []}
+
 LOG_CASES = [
     (
         "two calls of one reconcile that decide the same transition log it once",
@@ -588,7 +592,7 @@ def test_a_transition_is_logged_once_per_decision(
     runner.log = lines  # type: ignore[assignment]
     for xr, state in calls:
         observed = by_resource_name(load_yaml(EXAMPLES / "inference-gateway" / "observed" / f"{state}.yaml"))
-        asyncio.run(runner.RunFunction(make_request(xr, GATEWAY_INPUT, observed), None))
+        asyncio.run(runner.RunFunction(make_request(xr, GATEWAY_INPUT, observed, _GATEWAY_ALL_READ), None))
     assert lines.transitions() == want, name
 
 
@@ -645,10 +649,65 @@ def test_only_the_main_conditions_transition_is_logged(
     lines = _Lines()
     runner.log = lines  # type: ignore[assignment]
     rsp = asyncio.run(
-        runner.RunFunction(make_request(xr, ROUTE_INPUT, ROUTE_COMPOSED, gw_required(ROUTE_READY_GW)), None)
+        runner.RunFunction(make_request(xr, ROUTE_INPUT, ROUTE_COMPOSED, _route_all_read()), None)
     )
     assert lines.transitions() == want, name
     assert [r.reason for r in rsp.results] == events, name
+
+
+def _route_all_read(
+    claimants: list[dict[str, Any]] | None = None, httproutes: list[dict[str, Any]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Everything the example route asks Crossplane for, as handed: its gateway ready, its own
+    HTTPRoute (or those given, each under its name's key), the claimants listed (none by default),
+    and its hosted backend's key Secret."""
+    required = gw_required(ROUTE_READY_GW) | {
+        claims.REQUIREMENT: copy.deepcopy(claimants or []),
+        claims.ROUTED_REQUIREMENT: [],
+        "secret-hosted-api-key": [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "hosted-api-key", "namespace": "team-a"},
+                "data": {"apiKey": "c2VjcmV0LXZhbHVlLW5ldmVyLXNob3du"},
+            }
+        ],
+    }
+    for made in httproutes or ():
+        required[claims.httproute_key((made["metadata"]["namespace"], made["metadata"]["name"]))] = [made]
+    return required
+
+
+def test_a_decision_of_a_call_crossplane_repeats_is_not_logged_and_the_reconciles_own_is() -> None:
+    """Crossplane applies only a reconcile's last call, and calls again while a call asks for what
+    it was not handed (v2.4.0 `required_resources.go`). On the real stack a route said True; a
+    younger claimant appeared, and the first call, seeded before its HTTPRoute was read, failed
+    closed (ModelClaimed): the log said so, the reconcile's last call said True, and 3 s later the
+    route's real ModelClaimed (its HTTPRoute made again, now the younger) was not logged at all."""
+    runner = FunctionRunner()
+    lines = _Lines()
+    runner.log = lines  # type: ignore[assignment]
+    xr = _route_said(_SERVING, _ALL_SERVING)
+    ours, theirs = claims_fixtures.OUR_HTTPROUTE, claims_fixtures.T_OTHER
+    listed = [claims_fixtures.MINE, claims_fixtures.OTHER]
+    older = claims_fixtures.httproute(*ours, "2026-11-29T12:00:01Z")
+    theirs_made = claims_fixtures.httproute(*theirs, "2026-11-29T13:00:05Z")
+
+    def call(required: dict[str, list[dict[str, Any]]]) -> fnv1.RunFunctionResponse:
+        return asyncio.run(runner.RunFunction(make_request(xr, ROUTE_INPUT, ROUTE_COMPOSED, required), None))
+
+    # The first call, handed what the reconcile before fetched: not the younger claimant's HTTPRoute.
+    seeded = _route_all_read(listed, [older])
+    first = call(seeded)
+    assert claims.httproute_key(theirs) in first.requirements.resources
+    assert [c.reason for c in first.conditions if c.type == ROUTING_READY] == ["ModelClaimed"]
+    last = call(_route_all_read(listed, [older, theirs_made]))
+    assert [c.reason for c in last.conditions if c.type == ROUTING_READY] == ["Available"]
+    assert lines.transitions() == [], "a decision Crossplane never applied was logged"
+    # The route's HTTPRoute made again, younger than the other's: the reconcile's own decision.
+    remade = claims_fixtures.httproute(*ours, "2026-11-29T14:00:00Z")
+    call(_route_all_read(listed, [remade, theirs_made]))
+    assert lines.transitions() == ["ModelRoute team-a/llama RoutingReady=False (ModelClaimed)"]
 
 
 def test_the_memory_of_logged_transitions_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
