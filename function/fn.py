@@ -25,11 +25,12 @@ import grpc
 from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 from pydantic import ValidationError
 
 from function import gateway, route, structs
 from function.api import Composes, InferenceGatewaySpec, Input, InvalidError, ModelRouteSpec, describe
-from function.outcome import Outcome, write
+from function.outcome import Outcome, Requirement, write
 
 # gRPC's default message size, and the SDK's default for both directions.
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -132,8 +133,33 @@ def _final(req: fnv1.RunFunctionRequest, outcome: Outcome) -> bool:
     published: logged, it read as a transition that never happened (a route said
     ModelClaimed at once on the real stack while another claimant's HTTPRoute was
     not read yet; the reconcile's last call said True), and, remembered, it hid
-    the real one that came 3 s later."""
-    return all(key in req.required_resources for key in outcome.requirements)
+    the real one that came 3 s later. v2.4.0 seeds a reconcile's first call with
+    what the reconcile before fetched, under the same keys: after a spec edit
+    (a model renamed, another gateway) a key may hold what an old selector
+    found, so each object handed must be one the requirement selects (found in
+    review; an empty list cannot tell, and counts as handed)."""
+    handed = req.required_resources
+    return all(
+        key in handed and all(_selects(wanted, item.resource) for item in handed[key].items)
+        for key, wanted in outcome.requirements.items()
+    )
+
+
+def _selects(wanted: Requirement, resource: struct_pb2.Struct) -> bool:
+    """The requirement selects the object: its kind, and its name, namespace and labels where asked."""
+    fields = resource.fields
+    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
+    labels = meta["labels"].struct_value.fields if "labels" in meta else {}
+
+    def text(where: Mapping[str, struct_pb2.Value], key: str) -> str:
+        return where[key].string_value if key in where else ""
+
+    return (
+        text(fields, "kind") == wanted.kind
+        and (not wanted.name or text(meta, "name") == wanted.name)
+        and (not wanted.namespace or text(meta, "namespace") == wanted.namespace)
+        and all(text(labels, k) == v for k, v in wanted.labels)
+    )
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

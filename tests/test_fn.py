@@ -655,14 +655,25 @@ def test_only_the_main_conditions_transition_is_logged(
     assert [r.reason for r in rsp.results] == events, name
 
 
+# The label value the example route's claimants carry: its model on its gateway.
+_ROUTE_CLAIM = claims.claim(
+    ROUTE_XR["spec"]["gatewayRef"]["namespace"],
+    ROUTE_XR["spec"]["gatewayRef"]["name"],
+    ROUTE_XR["spec"]["model"],
+)
+
+
 def _route_all_read(
     claimants: list[dict[str, Any]] | None = None, httproutes: list[dict[str, Any]] | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Everything the example route asks Crossplane for, as handed: its gateway ready, its own
     HTTPRoute (or those given, each under its name's key), the claimants listed (none by default),
     and its hosted backend's key Secret."""
+    listed = copy.deepcopy(claimants or [])
+    for claimant in listed:  # each as the requirement selects it: labelled with the route's claim
+        claimant["metadata"]["labels"][claims.LABEL] = _ROUTE_CLAIM
     required = gw_required(ROUTE_READY_GW) | {
-        claims.REQUIREMENT: copy.deepcopy(claimants or []),
+        claims.REQUIREMENT: listed,
         claims.ROUTED_REQUIREMENT: [],
         "secret-hosted-api-key": [
             {
@@ -985,3 +996,18 @@ def test_the_decision_names_the_generation_it_was_made_for(generation: Any, want
     serving = struct_to_dict(rsp.desired.composite.resource)["status"]["serving"]
     assert serving.get("observedGeneration") == want
     assert {"ready", "reason", "message"} <= set(serving)
+
+
+def test_a_first_call_handed_what_an_old_selector_found_is_not_taken_for_the_reconcile_s() -> None:
+    """Crossplane v2.4.0 seeds a reconcile's first call with what the reconcile before fetched,
+    under the same keys: after the route's model is renamed, the claimants listed are those of the
+    old model (found in review). Every key is there; what a key holds is not what it asks for."""
+    runner = FunctionRunner()
+    lines = _Lines()
+    runner.log = lines  # type: ignore[assignment]
+    renamed = _route_said({**_SERVING, "ready": False, "reason": "ConfigLoading"}, _ALL_SERVING)
+    renamed["spec"]["model"] = "meta-llama/Llama-3.3-70B-Instruct"
+    seeded = _route_all_read([claims_fixtures.MINE])  # labelled with the claim of the model before
+    rsp = asyncio.run(runner.RunFunction(make_request(renamed, ROUTE_INPUT, ROUTE_COMPOSED, seeded), None))
+    assert set(rsp.requirements.resources) <= set(seeded), "every key was handed"
+    assert lines.transitions() == [], "a decision made of the old model's claimants was logged"

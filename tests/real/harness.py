@@ -193,6 +193,24 @@ def true(obj: dict[str, Any] | None, typ: str) -> bool:
     return condition(obj, typ).get("status") == "True"
 
 
+def last_decided(xr: dict[str, Any] | None) -> str:
+    """The XR's main condition as the function last decided it (status.serving), as its log says it."""
+    serving = (xr or {}).get("status", {}).get("serving") or {}
+    kind = "GatewayReady" if (xr or {}).get("kind") == "InferenceGateway" else "RoutingReady"
+    return f"{kind}={'True' if serving.get('ready') else 'False'} ({serving.get('reason')})"
+
+
+def answered(xr: dict[str, Any] | None) -> bool:
+    """Every condition on the XR decided (none Unknown, as Crossplane leaves them after a fatal
+    error), and the XR Synced."""
+    conditions = (xr or {}).get("status", {}).get("conditions") or []
+    return (
+        xr is not None
+        and all(c.get("status") in ("True", "False") for c in conditions)
+        and true(xr, "Synced")
+    )
+
+
 def pod_ready_at(pod: dict[str, Any]) -> float:
     return ts(condition(pod, "Ready").get("lastTransitionTime"))
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from function import readiness
 from tests.real import install
 from tests.real.crossplane import FUNCTION
 from tests.real.harness import (
@@ -18,6 +23,8 @@ from tests.real.harness import (
     VLLM_PORT,
     Env,
     Report,
+    answered,
+    last_decided,
     model_route_doc,
     true,
 )
@@ -150,22 +157,44 @@ def _previous_is_this_configurations() -> None:
     )
 
 
-def _last_decided(xr: dict[str, Any] | None) -> str:
-    """The XR's main condition as the function last decided it (status.serving), as its log says it."""
-    serving = (xr or {}).get("status", {}).get("serving") or {}
-    kind = "GatewayReady" if (xr or {}).get("kind") == "InferenceGateway" else "RoutingReady"
-    return f"{kind}={'True' if serving.get('ready') else 'False'} ({serving.get('reason')})"
+@contextlib.contextmanager
+def _went_unknown(env: Env, xrs: list[str]) -> Iterator[set[str]]:
+    """Which of `xrs` ("Kind namespace/name") had a call fail from now on: seen, once a second, with a
+    condition Unknown that turned so from now on, as Crossplane leaves every condition the function set
+    after a fatal error (no revision answering). Only those are judged by the check of the log's noise
+    (issue #32); whether a settled XR is called while no revision answers is Crossplane's timing (an
+    ablation of that fix passed on a run where none was, 2026-12-06), so `make integration`'s
+    `bad_input` proves the rule on a failed call it makes itself. Touching the XRs to force a call
+    would not do: Crossplane writes the Unknown with a plain Update (v2.4.0 composite/reconciler.go),
+    which a touch in between turns into a conflict it ignores (found in review)."""
+    seen: set[str] = set()
+    since = datetime.now(UTC).replace(microsecond=0)
+    stop = threading.Event()
 
+    def unknown_since(xr: dict[str, Any]) -> bool:
+        return any(
+            c.get("status") == "Unknown"
+            and (at := readiness.timestamp(c.get("lastTransitionTime"))) is not None
+            and at >= since
+            for c in xr.get("status", {}).get("conditions") or ()
+        )
 
-def _answered(xr: dict[str, Any] | None) -> bool:
-    """Every condition on the XR decided (none Unknown, as Crossplane leaves them after a fatal
-    error), and the XR Synced."""
-    conditions = (xr or {}).get("status", {}).get("conditions") or []
-    return (
-        xr is not None
-        and all(c.get("status") in ("True", "False") for c in conditions)
-        and true(xr, "Synced")
-    )
+    def watch() -> None:
+        while not stop.is_set():
+            for key in xrs:
+                kind, where = key.split(" ", 1)
+                with contextlib.suppress(Exception):  # a read that fails is tried again next second
+                    if unknown_since(env.xr(kind, *where.split("/", 1)) or {}):
+                        seen.add(key)
+            stop.wait(1)
+
+    thread = threading.Thread(target=watch, name="went-unknown", daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(timeout=30)
 
 
 def function_revision_upgraded(env: Env, r: Report) -> None:
@@ -187,31 +216,40 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     theirs = _new_route(env, "before-upgrade")
     before = _composed(env)
     _kept(composed, before, f"the move to {PREVIOUS}'s code")
-    # Settled since the first scenarios: the new revision finds them as the release before left them.
+    # Settled since the first scenarios, and answered by the release before since its move (none left
+    # Unknown by it): the new revision finds them as the release before left them.
+    for read in (env.gateway, env.route):
+        wait("a settled XR answered by the release before", lambda read=read: answered(read()), CONVERGE_S)
     steady = {
         f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}": env.gateway(),
         f"ModelRoute {ROUTE[0]}/{ROUTE[1]}": env.route(),
     }
-    decided = {key: _last_decided(xr) for key, xr in steady.items()}
-    new, switched = _moved_to(env, NEXT, digest)
-    serving_since = time.time()
-    # Composed by the new revision at once: its configuration's hold runs while Crossplane's backoff
-    # after the fatal errors of the move (up to about 30 s here) holds the others.
-    ours = _new_route(env, "after-upgrade")
-    # Crossplane marks every condition the function set Unknown (FatalError) while no revision answers;
-    # each XR is answered by the new one once its conditions are decided again.
-    answered = {"InferenceGateway": env.gateway, ROUTE[1]: env.route, theirs[1]: lambda: env.route(*theirs)}
-    for name, read in answered.items():
-        wait(
-            f"{name} answered by the new revision and Synced",
-            lambda read=read: _answered(read()),
-            CONVERGE_S,
-        )
-    answered_in = time.time() - serving_since
+    decided = {key: last_decided(xr) for key, xr in steady.items()}
+    with _went_unknown(env, list(steady)) as failed:
+        new, switched = _moved_to(env, NEXT, digest)
+        serving_since = time.time()
+        # Composed by the new revision at once: its configuration's hold runs while Crossplane's
+        # backoff after the fatal errors of the move (up to about 30 s here) holds the others.
+        ours = _new_route(env, "after-upgrade")
+        # Crossplane marks every condition the function set Unknown (FatalError) while no revision
+        # answers; each XR is answered by the new one once its conditions are decided again.
+        found = {
+            "InferenceGateway": env.gateway,
+            ROUTE[1]: env.route,
+            theirs[1]: lambda: env.route(*theirs),
+        }
+        for name, read in found.items():
+            wait(
+                f"{name} answered by the new revision and Synced",
+                lambda read=read: answered(read()),
+                CONVERGE_S,
+            )
+        answered_in = time.time() - serving_since
+
     # The route the release before composed serves after the upgrade, as the new revision's own does.
     for where in (theirs, ours):
         _serving(env, where)
-    for name, read in answered.items():
+    for name, read in found.items():
         wait(f"{name} Ready", lambda read=read: true(read(), "Ready"), CONVERGE_S)
     # Issue #32: the new revision's first decision about each XR it finds is a transition only where
     # it differs from the old revision's last (status.serving, which Crossplane leaves alone through
@@ -222,7 +260,7 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     for line in logged:
         xr, typed, reason = line.rsplit(" ", 2)
         first.setdefault(xr, f"{typed} {reason}")
-    noise = [f"{xr} {decided[xr]}" for xr in steady if first.get(xr) == decided[xr]]
+    noise = [f"{xr} {decided[xr]}" for xr in sorted(failed) if first.get(xr) == decided[xr]]
     assert not noise, (
         f"the upgraded Function logged as a transition what the release before had decided: {noise}"
     )
@@ -235,7 +273,8 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
         f"{back:.0f} s), which composed a route, then upgraded to this commit's ({new['metadata']['name']}, "
         f"{digest[:19]}…) in {switched:.0f} s with every one of {len(before)} composed Objects kept and that "
         f"route serving; the XRs it found answered by it {answered_in:.0f} s after its pod served (their "
-        "conditions Unknown meanwhile where a call failed)"
+        f"conditions Unknown meanwhile where a call failed: {len(failed)} of {len(steady)} settled XRs, "
+        "none of whose unchanged decisions the new revision logged as a transition)"
     )
     installed.upgrade = note
     # The package the Function names now: the release line checks its pod serves this one.
