@@ -45,6 +45,7 @@ from tests.real.harness import (
 )
 from tests.real.kube import condition, wait
 from tests.real.prober import DETECTION_S, chat, decided, judge_each_second, request
+from tests.real.processes import port_open
 from tests.support import EXAMPLES
 
 
@@ -582,7 +583,8 @@ def _routes_refused_then_restored(env: Env) -> str:
     """Issue #32 on failed calls the scenario makes itself: the ModelRoutes' Input refused, Crossplane
     leaves every condition the function set Unknown (FatalError, v2.4.0 composite/reconciler.go) and
     status.serving as it was; restored, the function's decision about each route is the one it had
-    published, and no `condition changed` line may repeat it. An upgrade does the same to every XR
+    published, and no `condition changed` line of the function, restarted meanwhile, may repeat it.
+    An upgrade does the same to every XR
     Crossplane calls while no revision answers, but which XRs it calls then is Crossplane's timing
     (make release-check judges those it finds); here every settled route's call fails."""
     composition = EXAMPLES / "configuration" / "modelroute-composition.yaml"
@@ -612,6 +614,19 @@ def _routes_refused_then_restored(env: Env) -> str:
         )
         serving = {key: last_decided(read(key)) for key in settled}
         assert serving == settled, f"status.serving moved on a fatal result: {serving} (was {settled})"
+        # A function process that has logged nothing yet, as after an upgrade or on the other of two
+        # replicas: one that logged the decision before would not repeat it whatever the rule (the
+        # memory of its last line per XR), and the check below would judge nothing (an ablation of
+        # the rule passed so).
+        with env.prober.reporter_down():
+            proc = env.sup.find("function")
+            env.sup.kill(proc)
+            again = env.sup.restart(proc)
+            env.sup.wait_until(
+                again,
+                "the function listening",
+                lambda: port_open(int(again.env["ADDRESS"].rsplit(":", 1)[1])),
+            )
     finally:
         env.kube.apply_file(composition)
     wait(
@@ -629,7 +644,7 @@ def _routes_refused_then_restored(env: Env) -> str:
     assert not noise, f"decisions unchanged through a fatal result logged as transitions: {noise}"
     return (
         f"{len(settled)} settled routes' Input refused: RoutingReady Unknown, status.serving kept; "
-        f"restored, {len(again)} decided as before, with no `condition changed` line"
+        f"the function restarted; restored, {len(again)} decided as before, with no `condition changed` line"
     )
 
 
