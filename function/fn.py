@@ -25,12 +25,11 @@ import grpc
 from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from google.protobuf import struct_pb2
 from pydantic import ValidationError
 
 from function import gateway, route, structs
 from function.api import Composes, InferenceGatewaySpec, Input, InvalidError, ModelRouteSpec, describe
-from function.outcome import Outcome, Requirement, write
+from function.outcome import Outcome, selects, write
 
 # gRPC's default message size, and the SDK's default for both directions.
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -124,8 +123,8 @@ def _xr_id(req: fnv1.RunFunctionRequest) -> str:
     return f"{kind} {namespace}/{name}"
 
 
-def _final(req: fnv1.RunFunctionRequest, outcome: Outcome) -> bool:
-    """Whether this call's decision can be the reconcile's: it was handed everything it asks for.
+def _final(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> bool:
+    """Whether this call's decision can be the reconcile's: it was handed everything its response asks for.
 
     Crossplane applies only the last call of a reconcile, and calls again while a
     call asks for a resource it was not handed (v2.4.0 `required_resources.go`,
@@ -136,29 +135,12 @@ def _final(req: fnv1.RunFunctionRequest, outcome: Outcome) -> bool:
     the real one that came 3 s later. v2.4.0 seeds a reconcile's first call with
     what the reconcile before fetched, under the same keys: after a spec edit
     (a model renamed, another gateway) a key may hold what an old selector
-    found, so each object handed must be one the requirement selects (found in
+    found, so each object handed must be one the selector selects (found in
     review; an empty list cannot tell, and counts as handed)."""
     handed = req.required_resources
     return all(
-        key in handed and all(_selects(wanted, item.resource) for item in handed[key].items)
-        for key, wanted in outcome.requirements.items()
-    )
-
-
-def _selects(wanted: Requirement, resource: struct_pb2.Struct) -> bool:
-    """The requirement selects the object: its kind, and its name, namespace and labels where asked."""
-    fields = resource.fields
-    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
-    labels = meta["labels"].struct_value.fields if "labels" in meta else {}
-
-    def text(where: Mapping[str, struct_pb2.Value], key: str) -> str:
-        return where[key].string_value if key in where else ""
-
-    return (
-        text(fields, "kind") == wanted.kind
-        and (not wanted.name or text(meta, "name") == wanted.name)
-        and (not wanted.namespace or text(meta, "namespace") == wanted.namespace)
-        and all(text(labels, k) == v for k, v in wanted.labels)
+        key in handed and all(selects(selector, structs.to_dict(item.resource)) for item in handed[key].items)
+        for key, selector in rsp.requirements.resources.items()
     )
 
 
@@ -191,13 +173,15 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             self._logged.popitem(last=False)
         return True
 
-    def _log(self, req: fnv1.RunFunctionRequest, outcome: Outcome, seconds: float) -> None:
+    def _log(
+        self, req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse, outcome: Outcome, seconds: float
+    ) -> None:
         """Condition transitions at info; with --debug, one structured line per request."""
         if not (outcome.results or self.log_requests):
             return  # the steady state: nothing to log, nothing to format
         verdict = outcome.verdict
         condition = f"{verdict.type}={verdict.status} ({verdict.reason})" if verdict else "none"
-        if outcome.transition and _final(req, outcome) and self._first_time(_xr_id(req), condition):
+        if outcome.transition and _final(req, rsp) and self._first_time(_xr_id(req), condition):
             self.log.info(
                 "condition changed", xr=_xr_id(req), condition=condition, message=verdict and verdict.message
             )
@@ -230,7 +214,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         try:
             outcome = run(req)
             write(outcome, rsp)
-            self._log(req, outcome, time.perf_counter() - started)
+            self._log(req, rsp, outcome, time.perf_counter() - started)
         except InvalidError as e:
             self.log.info("refused", xr=_xr_id(req), reason=str(e))
             response.fatal(rsp, str(e))

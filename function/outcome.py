@@ -162,6 +162,20 @@ def keep_observed(
             outcome.keep(name, observed[name])
 
 
+def selects(selector: fnv1.ResourceSelector, doc: Mapping[str, Any]) -> bool:
+    """Whether a requirement's selector, as `write` puts it in a response, selects the object: its
+    apiVersion and kind, its namespace where one is named, then its name or labels."""
+    metadata = doc.get("metadata") or {}
+    if doc.get("apiVersion") != selector.api_version or doc.get("kind") != selector.kind:
+        return False
+    if selector.HasField("namespace") and metadata.get("namespace") != selector.namespace:
+        return False
+    if selector.WhichOneof("match") == "match_name":
+        return bool(metadata.get("name") == selector.match_name)
+    labels = metadata.get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+
+
 def write(outcome: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
     """Write an Outcome into a response that already carries the request's desired state."""
     for name in sorted(outcome.resources):

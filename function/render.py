@@ -25,6 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function.fn import FunctionRunner
+from function.outcome import selects
 
 FUNCTION_NAME = "example-function-gateway-readiness"
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
@@ -103,18 +104,6 @@ def _observed_state(xr: dict[str, Any], observed: Iterable[dict[str, Any]]) -> f
     return state
 
 
-def _matches(doc: Mapping[str, Any], selector: fnv1.ResourceSelector) -> bool:
-    metadata = doc.get("metadata") or {}
-    if doc.get("apiVersion") != selector.api_version or doc.get("kind") != selector.kind:
-        return False
-    if selector.HasField("namespace") and metadata.get("namespace") != selector.namespace:
-        return False
-    if selector.WhichOneof("match") == "match_name":
-        return bool(metadata.get("name") == selector.match_name)
-    labels = metadata.get("labels") or {}
-    return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
-
-
 async def _serve_and_call(requests: _Rounds) -> fnv1.RunFunctionResponse:
     server = grpc.aio.server()
     grpcv1.add_FunctionRunnerServiceServicer_to_server(FunctionRunner(), server)
@@ -147,7 +136,7 @@ class _Rounds:
             for key, selector in rsp.requirements.resources.items():
                 items = self.req.required_resources[key]
                 for doc in self.required:
-                    if _matches(doc, selector):
+                    if selects(selector, doc):
                         items.items.add().resource.CopyFrom(resource.dict_to_struct(doc))
             if not rsp.requirements.resources:
                 return rsp

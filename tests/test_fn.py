@@ -43,6 +43,7 @@ from tests.support import (
     served_function,
 )
 from tests.test_gateway import ALL_NAMES as GATEWAY_NAMES
+from tests.test_references import VALUE as SECRET_VALUE
 
 GW_XR = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
 ROUTE_XR = load_yaml(EXAMPLES / "model-route" / "xr.yaml")[0]
@@ -680,7 +681,7 @@ def _route_all_read(
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "metadata": {"name": "hosted-api-key", "namespace": "team-a"},
-                "data": {"apiKey": "c2VjcmV0LXZhbHVlLW5ldmVyLXNob3du"},
+                "data": {"apiKey": SECRET_VALUE},
             }
         ],
     }
