@@ -241,7 +241,7 @@ release: $(STAMP)
 # `release:` line (tests/real/install.py).
 release-check: $(STAMP)
 	$(call extras,e2e traffic)
-	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route,examples_rendered_through_the_installed_pod,function_revision_upgraded $(BIN)/python -m tests.real.integration
+	FGR_INSTALL=package FGR_SCENARIOS=new_gateway,model_route,examples_rendered_through_the_installed_pod,release_upgraded $(BIN)/python -m tests.real.integration
 
 # The forge's workflows (.github/workflows/) checked by actionlint, built from
 # the Go module proxy (cached like the other components), with the venv's

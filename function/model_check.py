@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from function.readiness import condition, get_path, target_gone, timestamp
+from function.readiness import condition, get_path, stamp, target_gone, timestamp
 
 REQUEST_API_VERSION = "http.m.crossplane.io/v1alpha2"
 # The longest a probe waits for an answer (provider-http's default is 5
@@ -123,10 +123,10 @@ class Clock:
     def expires_in(self, request: Mapping[str, Any] | None, failure_threshold: int) -> timedelta | None:
         """How long the answer kept may still be trusted (not positive: expired); None where the
         Request carries no stamp to judge by."""
-        stamp = timestamp(get_path(request, "status", "cache", "lastUpdated"))
-        if stamp is None:
+        renewed = timestamp(get_path(request, "status", "cache", "lastUpdated"))
+        if renewed is None:
             return None
-        return stamp + self.poll * (failure_threshold + 1) - self.now
+        return renewed + self.poll * (failure_threshold + 1) - self.now
 
 
 def _expired(request: Mapping[str, Any] | None, failure_threshold: int, clock: Clock | None) -> Probe | None:
@@ -134,12 +134,15 @@ def _expired(request: Mapping[str, Any] | None, failure_threshold: int, clock: C
     left = clock.expires_in(request, failure_threshold) if clock is not None else None
     if clock is None or left is None or left > timedelta(0):
         return None
-    age = int((clock.poll * (failure_threshold + 1) - left).total_seconds())
+    # The answer's own stamp, not its age: a message that changed with every call would be a status
+    # write with every call, each calling again (route/verdict.py), for as long as provider-http is down.
+    renewed = clock.now + left - clock.poll * (failure_threshold + 1)
     return Probe(
         ProbeState.EXPIRED,
         False,
-        f"{ProbeState.EXPIRED}: provider-http has renewed no answer for {age} s (its --poll is "
-        f"{int(clock.poll.total_seconds())} s): is it running?",
+        f"{ProbeState.EXPIRED}: provider-http has renewed no answer since {stamp(renewed)} (its --poll is "
+        f"{int(clock.poll.total_seconds())} s; an answer expires after {failure_threshold + 1} of them): "
+        "is it running?",
         True,
     )
 

@@ -55,6 +55,11 @@ ROUTE_INPUT = {
 CLOCK = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
 
 
+def written_at(seconds: float) -> str:
+    """What a ConfigLoading message says of a configuration written `seconds` before CLOCK."""
+    return f"configuration was written at {stamp_ago(seconds)};"
+
+
 def stamp_ago(seconds: float, fmt: str = "%Y-%m-%dT%H:%M:%SZ", zone: timezone = UTC) -> str:
     """A stamp `seconds` before CLOCK, in whole seconds as Kubernetes writes one."""
     return (CLOCK.astimezone(zone) - timedelta(seconds=seconds)).strftime(fmt)

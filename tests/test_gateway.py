@@ -1459,10 +1459,17 @@ def test_gateway_ready_waits_for_envoy_to_receive_the_keys(
     assert next_call is not None
     ttl = next_call.total_seconds()
     if reason is GatewayReason.AUTH_LOADING:
+        accepted = CLOCK - timedelta(seconds=ago)
         assert (
-            f"SecurityPolicy of Gateway platform/inference was accepted or changed {ago} s ago" in got.message
+            f"SecurityPolicy of Gateway platform/inference was accepted or changed at {readiness.stamp(accepted)}; "
+            in got.message
         )
+        assert f"until {readiness.stamp(accepted + timedelta(seconds=5))})" in got.message
         assert ttl == 5 - ago + 1, (name, ttl)
+        # The same message a second later: one that changed each call would be written each call.
+        later = compose(AUTH_XR, GATEWAY_INPUT, _policy_accepted_ago(ago), now=CLOCK + timedelta(seconds=1))
+        if ago < 4:
+            assert said(later, "GatewayReady").message == got.message
     else:
         assert ttl == 120
 
@@ -1507,7 +1514,7 @@ POLICY_CHANGED_CASES = [
         None,
         2,
         600,
-        "was accepted or changed 2 s ago",
+        "was accepted or changed at 2026-",
     ),
     ("a change applied 6 s ago is in effect", None, 6, 600, None),
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.real.packages import PROVIDER_BINARY, PROVIDER_RUNTIME
 from tools import image
 
 EPOCH = 1_700_000_000
@@ -161,3 +162,99 @@ def test_this_machines_architecture_is_named_as_debian_and_oci_name_it(
 ) -> None:
     monkeypatch.setattr(image.platform, "machine", lambda: machine)
     assert image.host_arch() == arch
+
+
+def _config_and_tags(docker_archive: Path) -> tuple[dict[str, object], list[str]]:
+    with tarfile.open(docker_archive) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    (entry,) = json.loads(files["manifest.json"])
+    return json.loads(files[entry["Config"]])["config"], entry["RepoTags"]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "says"),
+    [
+        (image.FUNCTION_RUNTIME, {"Entrypoint": ["/venv/bin/python3.11", "-m", "function"],
+                                  "ExposedPorts": {"9443/tcp": {}}, "WorkingDir": "/home/nonroot",
+                                  "tag": "function-gateway-readiness:latest"}),
+        (PROVIDER_RUNTIME, {"Entrypoint": ["crossplane-kubernetes-provider"], "ExposedPorts": None,
+                    "WorkingDir": "/", "tag": "provider-kubernetes:latest"}),
+    ],
+    ids=["the function's image serves gRPC on 9443 from nonroot's home",
+         "a static binary's image runs it from / and exposes nothing"],
+)  # fmt: skip
+def test_an_images_config_says_what_its_runtime_runs_always_as_nonroot(
+    tmp_path: Path, runtime: image.Runtime, says: dict[str, object]
+) -> None:
+    built = image.oci_archive(_root(tmp_path / "r", EPOCH), tmp_path / "x.oci.tar", EPOCH, "amd64", runtime)
+    config, tags = _config_and_tags(built.docker_archive)
+    assert config["Entrypoint"] == says["Entrypoint"]
+    assert config.get("ExposedPorts") == says["ExposedPorts"]
+    assert config["WorkingDir"] == says["WorkingDir"]
+    assert tags == [says["tag"]]
+    assert config["Env"] == list(runtime.env)
+    assert config["User"] == "65532:65532"
+    assert config["Labels"] == {"org.opencontainers.image.source": runtime.source}
+
+
+def test_a_static_root_holds_the_ca_bundle_the_accounts_and_the_binary_and_nothing_of_debian_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def extract(into: Path, variant: str, packages: tuple[str, ...], epoch: int, arch: str) -> None:
+        assert (variant, packages, epoch, arch) == ("extract", ("ca-certificates",), EPOCH, "amd64")
+        certs = into / "usr" / "share" / "ca-certificates" / "mozilla"
+        certs.mkdir(parents=True)
+        (certs / "B.crt").write_text("B\n")
+        (certs / "A.crt").write_text("A\n")
+        (into / "usr" / "bin").mkdir(parents=True)
+        (into / "usr" / "bin" / "openssl").write_bytes(b"\x7fELF")
+
+    monkeypatch.setattr(image, "debian_root", extract)
+    owned: dict[str, tuple[int, int]] = {}
+    # The build runs as root; this test need not: the owner it gives is recorded, not set.
+    monkeypatch.setattr(image.os, "chown", lambda path, uid, gid: owned.__setitem__(str(path), (uid, gid)))
+    binary = tmp_path / "provider"
+    binary.write_bytes(b"\x7fELF static")
+    root = tmp_path / "root"
+    image.static_root(root, binary, PROVIDER_BINARY, EPOCH, "amd64")
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir())
+    assert files == [
+        "etc/group",
+        "etc/passwd",
+        "etc/ssl/certs/ca-certificates.crt",
+        "usr/local/bin/crossplane-kubernetes-provider",
+    ]
+    assert (root / image.CA_BUNDLE).read_text() == "A\nB\n", "the certificates in sorted order"
+    assert (root / "usr/local/bin/crossplane-kubernetes-provider").read_bytes() == b"\x7fELF static"
+    assert (root / "usr/local/bin/crossplane-kubernetes-provider").stat().st_mode & 0o777 == 0o755
+    assert (root / "tmp").stat().st_mode & 0o7777 == 0o1777
+    assert owned == {str(root / "home" / "nonroot"): (image.NONROOT, image.NONROOT)}
+    assert not (tmp_path / "root-ca-certificates").exists(), "Debian's extracted packages removed"
+
+
+def _package_config(layers: list[str], entrypoint: list[str]) -> dict[str, object]:
+    return {"rootfs": {"diff_ids": layers}, "config": {"Entrypoint": entrypoint}}
+
+
+@pytest.mark.parametrize(
+    ("layers", "entrypoint", "problems"),
+    [
+        (["LAYER", "sha256:package-yaml"], PROVIDER_RUNTIME.entrypoint, []),
+        (["sha256:package-yaml"], PROVIDER_RUNTIME.entrypoint, ["pkg does not carry the image's layer LAYER"]),
+        (["LAYER"], ["/bin/sh"], ["pkg's entrypoint is ['/bin/sh']"]),
+    ],
+    ids=["a package whose image holds the built layer and runs its entrypoint is what was built",
+         "a package without the built layer is another image, however it starts",
+         "a package with the layer but another entrypoint runs something else"],
+)  # fmt: skip
+def test_a_package_carries_an_image_only_with_its_layer_and_its_entrypoint(
+    tmp_path: Path, layers: list[str], entrypoint: tuple[str, ...], problems: list[str]
+) -> None:
+    built = image.oci_archive(
+        _root(tmp_path / "r", EPOCH), tmp_path / "x.oci.tar", EPOCH, "amd64", PROVIDER_RUNTIME
+    )
+    layers = [built.layer_digest if layer == "LAYER" else layer for layer in layers]
+    problems = [p.replace("LAYER", built.layer_digest) for p in problems]
+    assert (
+        image.carrying(_package_config(layers, list(entrypoint)), built, PROVIDER_RUNTIME, "pkg") == problems
+    )

@@ -12,6 +12,7 @@ import pytest
 
 from function.conditions import BackendsReason, RoutingReason
 from function.model_check import Clock, ProbeState, judge, listed
+from function.readiness import stamp
 from tests.route_support import COMPOSED as COMPOSED_OBSERVED
 from tests.route_support import READY_GW, XR, gw_required
 from tests.support import EXAMPLES, ROUTE_INPUT, applied, by_resource_name, compose, load_yaml, refused, said
@@ -875,10 +876,13 @@ def test_an_answer_provider_http_stopped_renewing_expires(case: StaleCase) -> No
     left = clock.expires_in(case.request, 3)
     assert (left.total_seconds() if left is not None else None) == case.left
     if "provider-http" in got.detail:
-        # Said with the answer's age: four polls past its renewal, and however long since.
+        # Said with the answer's own stamp (four polls before it expired, however long ago that is),
+        # and the same a second later: a message that changed each call would be written each call.
         assert case.left is not None
-        age = int(240 - case.left)
-        assert f"provider-http has renewed no answer for {age} s (its --poll is 60 s)" in got.detail
+        renewed = stamp(NOW + timedelta(seconds=case.left) - timedelta(seconds=240))
+        assert f"provider-http has renewed no answer since {renewed} (its --poll is 60 s" in got.detail
+        later = judge(case.request, MODEL, 3, URL, Clock(NOW + timedelta(seconds=1), POLL))
+        assert later.detail == got.detail
         # Nothing says the model is loaded now.
         assert not got.loaded
     if "provider-http has stopped" in case.name:
@@ -906,6 +910,9 @@ def test_a_route_whose_probe_provider_http_stopped_renewing_says_so_and_asks_to_
     )
     routing = said(stale, "RoutingReady")
     assert routing.reason == RoutingReason.MODEL_NOT_LOADED, routing.message
-    assert "provider-http has renewed no answer for 240 s" in said(stale, "BackendsServing").message
+    assert (
+        f"provider-http has renewed no answer since {stamp(NOW - timedelta(seconds=240))}"
+        in said(stale, "BackendsServing").message
+    )
     assert stale.ttl is None
     assert stale.resources == fresh.resources

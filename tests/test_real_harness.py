@@ -1905,7 +1905,17 @@ WAITING_CASES = [
         [
             (0.0, [_route("a", None)]),
             (2.0, [_route("a", "False", "BackendNotAccepted", "not Accepted yet: backend-vllm")]),
-            (5.0, [_route("a", "False", "ConfigLoading", "this route's configuration was written 3 s ago")]),
+            (
+                5.0,
+                [
+                    _route(
+                        "a",
+                        "False",
+                        "ConfigLoading",
+                        "this route's configuration was written at 2026-12-05T11:59:57Z; Envoy and Envoy AI",
+                    )
+                ],
+            ),
             (6.0, [_route("a", "True", "Available")]),
         ],
         (
@@ -1913,7 +1923,7 @@ WAITING_CASES = [
             {
                 "no RoutingReady yet": 2.0,
                 "BackendNotAccepted (not Accepted yet: backend-vllm)": 3.0,
-                "ConfigLoading (this route's configuration was written … s ago)": 1.0,
+                "ConfigLoading (this route's configuration was written at … Envoy)": 1.0,
             },
         ),
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from tests.support import (
     refused,
     said,
     stamp_ago,
+    written_at,
 )
 
 
@@ -768,8 +770,19 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     ttl = next_call.total_seconds()
     if reason is RoutingReason.CONFIG_LOADING:
         assert got.ready is False
-        assert f"configuration was written {max(0, ago)} s ago" in got.message, (name, got.message)
+        assert written_at(ago) in got.message, (name, got.message)
         assert "ext-proc load it within 18 s" in got.message
+        # The same message a second later: one that changed each call would be a status write each
+        # call, and each write calls the route again (a loop for the whole hold).
+        later = compose(
+            XR,
+            ROUTE_INPUT,
+            _accepted_ago(target, ago),
+            gw_required(READY_GW),
+            now=CLOCK + timedelta(seconds=1),
+        )
+        if said(later, "RoutingReady").reason is RoutingReason.CONFIG_LOADING:
+            assert said(later, "RoutingReady").message == got.message
         # Called again one second after the bound has passed, not a poll later.
         assert ttl == min(15, 18 - ago + 1), (name, ttl)
     else:

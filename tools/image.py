@@ -59,6 +59,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools import release
 
@@ -97,10 +98,13 @@ TLS_DIR = "/tls/server"
 NAME = release.FUNCTION
 
 
-def _run(cmd: list[str], **kwargs: object) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+def _run(cmd: list[str], *, merged: bool = False, **kwargs: object) -> str:
+    """The command's output (merged: its stderr too, in order); SystemExit saying how it failed."""
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT if merged else subprocess.PIPE}
+    done = subprocess.run(cmd, text=True, check=False, **streams, **kwargs)  # type: ignore[call-overload]
     if done.returncode != 0:
-        raise SystemExit(f"image: {' '.join(cmd[:3])} failed ({done.returncode}): {done.stderr[-2000:]}")
+        said = done.stdout if merged else done.stderr
+        raise SystemExit(f"image: {' '.join(cmd[:3])} failed ({done.returncode}): {said[-2000:]}")
     return str(done.stdout)
 
 
@@ -178,14 +182,48 @@ def runtime_root(into: Path, build_root: Path, epoch: int, arch: str) -> None:
     for pattern in REMOVED:
         for path in into.glob(pattern):
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    nonroot_user(into)
+    shutil.copytree(build_root / "venv", into / "venv", symlinks=True)
+
+
+def nonroot_user(into: Path) -> None:
+    """distroless's accounts: root, and `nonroot` (65532) with its home; a world-writable /tmp."""
+    (into / "etc").mkdir(parents=True, exist_ok=True)
     (into / "etc" / "passwd").write_text(
         f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"
     )
     (into / "etc" / "group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\n")
     (into / "home" / "nonroot").mkdir(parents=True, exist_ok=True)
     os.chown(into / "home" / "nonroot", NONROOT, NONROOT)
+    (into / "tmp").mkdir(exist_ok=True)
     (into / "tmp").chmod(0o1777)
-    shutil.copytree(build_root / "venv", into / "venv", symlinks=True)
+
+
+# distroless/static's idea for a static binary, from Debian 12's packages: the
+# CA bundle (Debian's ca-certificates, its certificates concatenated in sorted
+# order as update-ca-certificates writes /etc/ssl/certs/ca-certificates.crt:
+# `extract` runs no maintainer script, so it is written here), the accounts,
+# and the binary; nothing to run but it.
+CA_BUNDLE = "etc/ssl/certs/ca-certificates.crt"
+
+
+def static_root(into: Path, binary: Path, at: str, epoch: int, arch: str) -> None:
+    """A root holding only the CA bundle, the accounts and one static binary at `at`."""
+    into.parent.mkdir(parents=True, exist_ok=True)
+    debs = into.with_name(into.name + "-ca-certificates")
+    debian_root(debs, "extract", ("ca-certificates",), epoch, arch)
+    certs = sorted((debs / "usr" / "share" / "ca-certificates").rglob("*.crt"))
+    if not certs:
+        raise SystemExit(f"image: Debian's ca-certificates held no certificate under {debs}")
+    bundle = into / CA_BUNDLE
+    bundle.parent.mkdir(parents=True)
+    bundle.write_text("".join(c.read_text() for c in certs))
+    shutil.rmtree(debs)
+    nonroot_user(into)
+    target = into / at.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(binary, target)
+    target.chmod(0o755)
 
 
 def _clamped(info: tarfile.TarInfo, epoch: int) -> tarfile.TarInfo:
@@ -210,6 +248,28 @@ def layer(root: Path, epoch: int) -> bytes:
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """What an image's config says it runs, and as whom (always `nonroot`)."""
+
+    name: str  # the tag its `docker save` form carries
+    entrypoint: tuple[str, ...]
+    env: tuple[str, ...]
+    source: str  # org.opencontainers.image.source
+    ports: tuple[int, ...] = ()
+    workdir: str = "/home/nonroot"
+
+
+# As the Dockerfile: Crossplane's function runtime sets TLS_SERVER_CERTS_DIR itself.
+FUNCTION_RUNTIME = Runtime(
+    NAME,
+    ("/venv/bin/python3.11", "-m", "function"),
+    ("PATH=/venv/bin:/usr/bin",),
+    "https://github.com/example/function-gateway-readiness",
+    (9443,),
+)
+
+
+@dataclass(frozen=True)
 class Image:
     archive: Path  # the OCI layout, tarred (podman's oci-archive:)
     digest: str  # its manifest's
@@ -224,7 +284,7 @@ class Image:
         return self.arch != host_arch()
 
 
-def oci_archive(root: Path, out: Path, epoch: int, arch: str) -> Image:
+def oci_archive(root: Path, out: Path, epoch: int, arch: str, runtime: Runtime = FUNCTION_RUNTIME) -> Image:
     """An OCI image layout, tarred (podman's `oci-archive:`), of one layer and its config."""
     tar = layer(root, epoch)
     diff_id = "sha256:" + hashlib.sha256(tar).hexdigest()
@@ -236,14 +296,11 @@ def oci_archive(root: Path, out: Path, epoch: int, arch: str) -> Image:
         "created": created,
         "config": {
             "User": f"{NONROOT}:{NONROOT}",
-            # As the Dockerfile: Crossplane's function runtime sets TLS_SERVER_CERTS_DIR itself.
-            "Env": ["PATH=/venv/bin:/usr/bin"],
-            "Entrypoint": ["/venv/bin/python3.11", "-m", "function"],
-            "ExposedPorts": {"9443/tcp": {}},
-            "WorkingDir": "/home/nonroot",
-            "Labels": {
-                "org.opencontainers.image.source": "https://github.com/example/function-gateway-readiness"
-            },
+            "Env": list(runtime.env),
+            "Entrypoint": list(runtime.entrypoint),
+            **({"ExposedPorts": {f"{p}/tcp": {} for p in runtime.ports}} if runtime.ports else {}),
+            "WorkingDir": runtime.workdir,
+            "Labels": {"org.opencontainers.image.source": runtime.source},
         },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": created, "created_by": "tools/image.py"}],
@@ -276,17 +333,17 @@ def oci_archive(root: Path, out: Path, epoch: int, arch: str) -> Image:
     out.parent.mkdir(parents=True, exist_ok=True)
     _tar(out, files, ["blobs", "blobs/sha256"], epoch)
     docker = out.with_name(out.name.replace(".oci.tar", ".docker.tar"))
-    _docker_save(docker, config_bytes, [tar], epoch)
+    _docker_save(docker, config_bytes, [tar], epoch, runtime.name)
     return Image(out, str(described["digest"]), len(gz) / 1e6, diff_id, docker, arch)
 
 
-def _docker_save(out: Path, config: bytes, layers: list[bytes], epoch: int) -> None:
+def _docker_save(out: Path, config: bytes, layers: list[bytes], epoch: int, name: str = NAME) -> None:
     """The image as `docker save` writes it, which `crossplane xpkg build --embed-runtime-image-tarball`
     reads (go-containerregistry's tarball package): the config, and each layer uncompressed, named
     by its diff ID, bottom first."""
     config_name = hashlib.sha256(config).hexdigest() + ".json"
     names = [hashlib.sha256(layer).hexdigest() + "/layer.tar" for layer in layers]
-    manifest = [{"Config": config_name, "RepoTags": [f"{NAME}:latest"], "Layers": names}]
+    manifest = [{"Config": config_name, "RepoTags": [f"{name}:latest"], "Layers": names}]
     files = {
         "manifest.json": json.dumps(manifest).encode(),
         config_name: config,
@@ -361,6 +418,13 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
     return f.read()
 
 
+def static_image(binary: Path, at: str, runtime: Runtime, workdir: Path) -> Image:
+    """`static_root` of one binary as an image for this machine, dated by this commit."""
+    epoch, arch = source_date_epoch(), host_arch()
+    static_root(workdir / "root", binary, at, epoch, arch)
+    return oci_archive(workdir / "root", workdir / f"{runtime.name}.oci.tar", epoch, arch, runtime)
+
+
 def build(workdir: Path, out: Path, arch: str) -> tuple[Image, Path]:
     """Both stages, then the archive; returns it and the runtime root (kept for a comparison)."""
     epoch = source_date_epoch()
@@ -403,6 +467,25 @@ def _free_port() -> int:
 # limits under the machine's hard ones, which podman's defaults exceed.
 PODMAN = ["podman", "--runtime", "runc"]
 LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+
+
+def output(image: Image, *args: str) -> str:
+    """What the image's entrypoint prints given args (stdout and stderr), run once by podman with no network."""
+    return _run(
+        [
+            *PODMAN,
+            "run",
+            "--rm",
+            "--quiet",
+            "--network",
+            "none",
+            *LIMITS,
+            f"oci-archive:{image.archive}",
+            *args,
+        ],
+        merged=True,
+        timeout=120,
+    )
 
 
 @contextlib.contextmanager
@@ -504,6 +587,16 @@ def check_renders(image: Image) -> tuple[list[str], int]:
     return problems, identical
 
 
+def carrying(config: dict[str, Any], built: Image, runtime: Runtime, what: str) -> list[str]:
+    """What is wrong with the image config of a package that should embed `built` to run `runtime`."""
+    problems = []
+    if built.layer_digest not in config["rootfs"]["diff_ids"]:
+        problems.append(f"{what} does not carry the image's layer {built.layer_digest}")
+    if config["config"].get("Entrypoint") != list(runtime.entrypoint):
+        problems.append(f"{what}'s entrypoint is {config['config'].get('Entrypoint')}")
+    return problems
+
+
 def function_package(image: Image, out: Path) -> list[str]:
     """The Function package with the image embedded, built by the real CLI; what is wrong with it."""
     from tests.real import toolchain  # noqa: PLC0415
@@ -515,11 +608,7 @@ def function_package(image: Image, out: Path) -> list[str]:
     with tarfile.open(out) as xpkg:
         manifest = json.loads(xpkg.extractfile("manifest.json").read())  # type: ignore[union-attr]
         config = json.loads(xpkg.extractfile(manifest[0]["Config"]).read())  # type: ignore[union-attr]
-    problems = []
-    if image.layer_digest not in config["rootfs"]["diff_ids"]:
-        problems.append(f"the Function package does not carry the image's layer {image.layer_digest}")
-    if config["config"].get("Entrypoint") != ["/venv/bin/python3.11", "-m", "function"]:
-        problems.append(f"the Function package's entrypoint is {config['config'].get('Entrypoint')}")
+    problems = carrying(config, image, FUNCTION_RUNTIME, "the Function package")
     if "package.yaml" not in _layers(out):
         problems.append("the Function package has no package.yaml")
     return problems

@@ -296,9 +296,12 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
     if accepted is not None and -AUTH_PUSH_BOUND < plan.now - accepted < AUTH_PUSH_BOUND:
         return _not_ready(
             GatewayReason.AUTH_LOADING,
-            f"the API-key SecurityPolicy of {gateway_ref} was accepted or changed "
-            f"{max(0, int((plan.now - accepted).total_seconds()))} s ago; Envoy refuses every key until "
-            f"its configuration arrives (allowed {int(AUTH_PUSH_BOUND.total_seconds())} s)",
+            # Times, not an age: the message is the same on every call of the hold, so it is written
+            # once (one that changed would make each call's status write call again: route/verdict.py).
+            f"the API-key SecurityPolicy of {gateway_ref} was accepted or changed at "
+            f"{readiness.stamp(accepted)}; Envoy refuses every key until its configuration arrives "
+            f"(allowed {int(AUTH_PUSH_BOUND.total_seconds())} s, until "
+            f"{readiness.stamp_up(accepted + AUTH_PUSH_BOUND)})",
             # Called again once the bound has passed, to say so, not a poll later. The hold above, for a
             # change provider-kubernetes has not applied, needs none: its apply wakes the gateway.
             accepted + AUTH_PUSH_BOUND - plan.now + timedelta(seconds=1),

@@ -228,13 +228,16 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     # A stamp further ahead than the bound is a clock that disagrees with ours: config_written_at
     # leaves it out, so it neither holds True back for as long as it is ahead nor ends the others'.
     if written is not None and plan.now - written < CONFIG_LOAD_BOUND:
-        age = max(0, int((plan.now - written).total_seconds()))
+        # Times, not an age: a message that changes with every call is a status write with every call,
+        # and Crossplane calls again for each write to the XR (its watch has no predicate), so the
+        # route would be called in a loop for the whole hold (a make scale run with 300 routes).
         return Verdict(
             ROUTING_READY,
             False,
             RoutingReason.CONFIG_LOADING,
-            f"this route's configuration was written {age} s ago; Envoy and Envoy AI Gateway's ext-proc "
-            f"load it within {int(CONFIG_LOAD_BOUND.total_seconds())} s and answer 500 or 503 until then",
+            f"this route's configuration was written at {readiness.stamp(written)}; Envoy and Envoy AI "
+            f"Gateway's ext-proc load it within {int(CONFIG_LOAD_BOUND.total_seconds())} s (by "
+            f"{readiness.stamp_up(written + CONFIG_LOAD_BOUND)}) and answer 500 or 503 until then",
             # Always more than a second: the verdict holds only while the bound has not passed.
             recheck_in=written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1),
         )

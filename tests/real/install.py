@@ -13,14 +13,21 @@
   the package carries (podman, tests/real/dataplane.py), with the server
   certificate Crossplane signed, and Crossplane dials it through its
   headless Service's name (tests/real/dns.py).
-- provider-kubernetes' pod is only the API record: the provider that acts is
-  the harness's process of the same release (tests/real/crossplane.py).
+- provider-kubernetes' package carries its own image, built as its
+  cluster/images Dockerfile builds it (distroless/static, the binary at
+  /usr/local/bin/crossplane-kubernetes-provider, user 65532) from Debian 12's
+  packages and the binary the harness builds of that release (tools/image.py
+  `static_image`), and embedded as `make image` embeds ours. The Deployment
+  Crossplane makes for it must name that package. Its pod is only the API
+  record: the provider that acts is the harness's process of the same binary
+  (tests/real/crossplane.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 import socket
 import ssl
@@ -37,7 +44,7 @@ from tests.real import costs, toolchain
 from tests.real.crossplane import CROSSPLANE_NS, FUNCTION, module_dir
 from tests.real.dataplane import PODMAN, DataPlane, pipe
 from tests.real.kube import Kube, condition, wait
-from tests.real.packages import xpkg_build
+from tests.real.packages import PROVIDER_BINARY, PROVIDER_RUNTIME, xpkg_build
 from tests.real.process import run
 from tests.real.processes import Supervisor, free_port, port_open
 from tests.real.report import Installed
@@ -50,10 +57,16 @@ from tools import publish as publish_ours
 # and provider-kubernetes' own), rewritten to the local registry.
 PUBLISHED = "xpkg.crossplane.io/"
 PROVIDER_PATH = "crossplane-contrib/provider-kubernetes"
+# The selector of a Provider's runtime Deployment (Crossplane v2.4.0 runtime_override_options.go
+# `DeploymentWithSelectors`: on spec.selector and the pod template, not the Deployment's own labels),
+# whose value is the Provider object's name.
+PROVIDER_LABEL = "pkg.crossplane.io/provider"
 FUNCTION_LABEL = "pkg.crossplane.io/function"
 # The gRPC port of a Function's runtime container (Crossplane v2.4.0, internal/controller/pkg/runtime).
 FUNCTION_PORT = 9443
 INSTALL_TIMEOUT_S = 300
+# What a client pulling an image asks the registry for.
+MANIFESTS = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 PKG_API = "pkg.crossplane.io/v1"
 
 
@@ -72,23 +85,30 @@ class Registry:
         self.sup.wait_until(proc, "the registry listening", lambda: port_open(self.port))
         return self
 
+    def _get(self, path: str, method: str = "GET") -> tuple[bytes, dict[str, str]]:
+        """A request to the registry's API (/v2/path) asking for an image manifest: body, headers (lower case)."""
+        request = urllib.request.Request(
+            f"http://{self.host}/v2/{path}", method=method, headers={"Accept": MANIFESTS}
+        )
+        with urllib.request.urlopen(request, timeout=5) as rsp:  # noqa: S310 - http, the run's own registry
+            return bytes(rsp.read()), {k.lower(): v for k, v in rsp.headers.items()}
+
     def digest(self, path: str) -> str:
         """The manifest digest a reference (path:tag) resolves to, as a client pulling it sees it."""
         name, tag = path.rsplit(":", 1)
-        request = urllib.request.Request(
-            f"http://{self.host}/v2/{name}/manifests/{tag}",
-            method="HEAD",
-            headers={
-                "Accept": "application/vnd.oci.image.manifest.v1+json, "
-                "application/vnd.docker.distribution.manifest.v2+json"
-            },
-        )
-        with urllib.request.urlopen(request, timeout=5) as rsp:  # noqa: S310 - http, the run's own registry
-            return str(rsp.headers["Docker-Content-Digest"])
+        return self._get(f"{name}/manifests/{tag}", "HEAD")[1]["docker-content-digest"]
+
+    def config(self, reference: str) -> dict[str, Any]:
+        """The image config of a reference of this registry (host/path:tag or host/path@digest)."""
+        path = reference.removeprefix(self.host + "/")
+        name, at = path.split("@", 1) if "@" in path else path.rsplit(":", 1)
+        manifest = json.loads(self._get(f"{name}/manifests/{at}")[0])
+        return dict(json.loads(self._get(f"{name}/blobs/{manifest['config']['digest']}")[0]))
 
 
-def publish(registry: Registry, workdir: Path) -> None:
-    """Both packages of ours pushed as `make release` pushes them, and provider-kubernetes built from its module."""
+def publish(registry: Registry, workdir: Path) -> image.Image:
+    """Both packages of ours pushed as `make release` pushes them, and provider-kubernetes built from its
+    module with its own image embedded; that image."""
     cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
     this = release.read()
     published = this.registry.removeprefix(PUBLISHED)
@@ -96,8 +116,19 @@ def publish(registry: Registry, workdir: Path) -> None:
         raise RuntimeError(f"release.env's REGISTRY {this.registry} is not under {PUBLISHED}")
     out = Path(tempfile.mkdtemp(prefix="packages-", dir=workdir))
     publish_ours.push(cli, f"{registry.host}/{published}", this.version, out)
+    binary = toolchain.ensure(RUNNING_PROVIDER, "provider-kubernetes")
+    try:  # tools/image.py says what failed with SystemExit, which the harness would not report
+        provider_image = image.static_image(binary, PROVIDER_BINARY, PROVIDER_RUNTIME, out / "provider-image")
+        said = image.output(provider_image, "--help")
+    except SystemExit as e:
+        raise RuntimeError(f"provider-kubernetes' image: {e}") from e
+    if f"usage: {PROVIDER_BINARY.rsplit('/', 1)[1]} [<flags>]" not in said.splitlines():
+        raise RuntimeError(f"provider-kubernetes' image did not run its binary: --help said {said[-500:]!r}")
     provider = xpkg_build(
-        cli, module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package", out / "provider.xpkg"
+        cli,
+        module_dir(RUNNING_PROVIDER.module, RUNNING_PROVIDER.version) / "package",
+        out / "provider.xpkg",
+        embed=provider_image.docker_archive,
     )
     run(
         [
@@ -109,6 +140,7 @@ def publish(registry: Registry, workdir: Path) -> None:
             f"{registry.host}/{PROVIDER_PATH}:{RUNNING_PROVIDER.version}",
         ]
     )
+    return provider_image
 
 
 def publish_function(registry: Registry, tag: str, workdir: Path, *, commit: str | None = None) -> str:
@@ -127,27 +159,58 @@ def publish_function(registry: Registry, tag: str, workdir: Path, *, commit: str
     if commit is None:
         shutil.copytree(ROOT / "package", root, dirs_exist_ok=True)
     else:
-        tree = workdir / f"source-{tag}"
-        tree.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", commit, "function", "package"],
-            capture_output=True,
-            check=True,
-        ).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tree, filter="data")
+        tree = source_tree(commit, ["function", "package"], workdir / f"source-{tag}")
         shutil.copytree(tree / "package", root)
         epoch = int(run(["git", "-C", str(ROOT), "show", "-s", "--format=%ct", commit]).strip())
         embed = image.with_code(
             embed, tree / "function", workdir / f"function-{tag}.docker.tar", epoch, f"function/ of {commit}"
         )
+    _annotated(root, tag)
+    out = xpkg_build(cli, root, workdir / f"function-{tag}.xpkg", embed=embed)
+    return _pushed(registry, cli, out, f"{release.FUNCTION}:{tag}")
+
+
+def publish_configuration(registry: Registry, tag: str, workdir: Path, *, commit: str | None = None) -> str:
+    """The Configuration package pushed under tag, for the package manager to move to; its digest.
+
+    Without commit: this commit's, annotated with the tag as publish_function
+    annotates. With commit: that commit's `examples/configuration` (git): its
+    XRDs and Compositions, another release's."""
+    cli = toolchain.ensure(CROSSPLANE_CLI, "crossplane-cli")
+    root = workdir / f"configuration-{tag}"
+    if commit is None:
+        shutil.copytree(ROOT / "examples" / "configuration", root)
+    else:
+        tree = source_tree(commit, ["examples/configuration"], workdir / f"configuration-source-{tag}")
+        shutil.copytree(tree / "examples" / "configuration", root)
+    _annotated(root, tag)
+    out = xpkg_build(cli, root, workdir / f"configuration-{tag}.xpkg")
+    return _pushed(registry, cli, out, f"{release.CONFIGURATION}:{tag}")
+
+
+def source_tree(commit: str, paths: list[str], into: Path) -> Path:
+    """Those paths of a commit, written under into (git archive)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _annotated(root: Path, tag: str) -> None:
+    """The package's metadata annotated with its tag: each tag a package of its own digest."""
     meta = root / "crossplane.yaml"
     meta.write_text(
         meta.read_text().replace("  annotations:\n", f"  annotations:\n    fgr.test/revision: {tag}\n", 1)
     )
-    out = xpkg_build(cli, root, workdir / f"function-{tag}.xpkg", embed=embed)
-    path = f"{release.read().registry.removeprefix(PUBLISHED)}/{release.FUNCTION}:{tag}"
-    run([str(cli), "xpkg", "push", "-f", str(out), f"{registry.host}/{path}"])
+
+
+def _pushed(registry: Registry, cli: Path, package: Path, name_tag: str) -> str:
+    """The package pushed under release.env's repository path in the registry; its digest there."""
+    path = f"{release.read().registry.removeprefix(PUBLISHED)}/{name_tag}"
+    run([str(cli), "xpkg", "push", "-f", str(package), f"{registry.host}/{path}"])
     return registry.digest(path)
 
 
@@ -187,7 +250,29 @@ def with_served(installed: Installed | None, plane: DataPlane) -> Installed | No
     return installed
 
 
-def install(kube: Kube, kubeconfig: Path, registry: Registry, client_certs: Path) -> Installed:
+def provider_runtime(kube: Kube, registry: Registry, built: image.Image) -> str:
+    """The image of the Deployment Crossplane made for provider-kubernetes, if it is the package that
+    carries the image built here (its layer among the config's, its entrypoint); RuntimeError if not."""
+    provider = release.installed_name(PUBLISHED + PROVIDER_PATH)
+    deployments = [
+        d
+        for d in kube.list("apps/v1", "Deployment", CROSSPLANE_NS)
+        if (d["spec"].get("selector") or {}).get("matchLabels", {}).get(PROVIDER_LABEL) == provider
+    ]
+    images = sorted({c["image"] for d in deployments for c in d["spec"]["template"]["spec"]["containers"]})
+    if len(images) != 1 or not images[0].startswith(registry.host + "/"):
+        raise RuntimeError(
+            f"provider-kubernetes' Deployment runs {images or 'nothing'}, not one package of {registry.host}"
+        )
+    problems = image.carrying(registry.config(images[0]), built, PROVIDER_RUNTIME, images[0])
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return images[0]
+
+
+def install(
+    kube: Kube, kubeconfig: Path, registry: Registry, client_certs: Path, provider_image: image.Image
+) -> Installed:
     """The Configuration installed by the CLI; wait until it and its dependencies are Healthy and its XRDs offered."""
     started = time.monotonic()
     kube.apply(
@@ -242,7 +327,14 @@ def install(kube: Kube, kubeconfig: Path, registry: Registry, client_certs: Path
     }
     if elsewhere:
         raise RuntimeError(f"packages not resolved through the ImageConfig to {registry.host}: {elsewhere}")
+    provider_runs = provider_runtime(kube, registry, provider_image)
     return Installed(
+        provider=(
+            f"provider-kubernetes {RUNNING_PROVIDER.version}'s own image {provider_image.digest[:19]}… "
+            f"({provider_image.size_mb:.1f} MB, static, uid 65532, built here from its release's binary; "
+            f"its --help answered) embedded in its package, whose image {provider_runs.removeprefix(registry.host + '/')} "
+            "Crossplane's Deployment for it names (its pod is the API record: the harness runs the same binary)"
+        ),
         packages={key: obj["spec"]["package"] for key, obj in got.items()},
         images={key: (obj.get("status") or {}).get("resolvedPackage", "") for key, obj in got.items()},
         seconds=time.monotonic() - started,

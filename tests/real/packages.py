@@ -20,12 +20,27 @@ from tests.real import toolchain
 from tests.real.process import run
 from tests.real.versions import CROSSPLANE_OLDEST as CROSSPLANE_CLI
 from tests.support import EXAMPLES, ROOT, yaml_docs
+from tools import image
 
 CONFIGURATION = EXAMPLES / "configuration"
 FUNCTION_PACKAGE = "function-gateway-readiness.xpkg"
 CONFIGURATION_PACKAGE = "configuration-inference-gateways.xpkg"
 # The example XRs a Configuration carries.
 CONFIGURATION_EXAMPLES = [EXAMPLES / "inference-gateway" / "xr.yaml", EXAMPLES / "model-route" / "xr.yaml"]
+
+# provider-kubernetes' image as its cluster/images/provider-kubernetes/Dockerfile
+# makes it on gcr.io/distroless/static (whose PATH and SSL_CERT_FILE these are).
+PROVIDER_BINARY = "/usr/local/bin/crossplane-kubernetes-provider"
+PROVIDER_RUNTIME = image.Runtime(
+    "provider-kubernetes",
+    (PROVIDER_BINARY.rsplit("/", 1)[1],),
+    (
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"SSL_CERT_FILE=/{image.CA_BUNDLE}",
+    ),
+    "https://github.com/crossplane-contrib/provider-kubernetes",
+    workdir="/",
+)
 
 
 def _layers(xpkg: Path) -> dict[str, bytes]:

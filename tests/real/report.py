@@ -213,8 +213,10 @@ class Installed:
     # Examples the Crossplane CLI rendered through the installed pod identically, of how many.
     rendered: tuple[int, int] | None = None
     served: str = ""  # the image digest of the container the Function's pod ran (served_by)
-    # What function_revision_upgraded found, for the release line.
+    # What release_upgraded found, for the release line.
     upgrade: str = ""
+    # provider-kubernetes' own image and the Deployment that names it (install.provider_runtime).
+    provider: str = ""
 
 
 def release_line(installed: Installed | None, passed: int, scenarios: int) -> str:
@@ -243,7 +245,9 @@ def release_line(installed: Installed | None, passed: int, scenarios: int) -> st
         )
     if installed.upgrade:
         parts.append(installed.upgrade)
-    parts.append("not run here: the provider's own image, multi-arch images")
+    if installed.provider:
+        parts.append(installed.provider)
+    parts.append("not run here: multi-arch images, the provider's image as its pod's container")
     return "; ".join(parts)
 
 

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.real import install
 from tests.real.crossplane import FUNCTION
 from tests.real.harness import (
@@ -32,14 +34,17 @@ from tests.support import ROOT
 from tools import release
 
 PKG_API = "pkg.crossplane.io/v1"
-# Another release's code, for the upgrade between releases: a commit the project's CI landed
-# (stop 50) whose Configuration and package metadata are this commit's, so the install it moves from
-# is what that release installed. When they change, move it to a newer landed commit: the scenario
-# refuses a mixed install (another release's function under this commit's Configuration).
-PREVIOUS = "b85ac8409353e236702d94180fd9188c2e0980ad"
-# The tags the scenario pushes, newest last: the previous release's code, then this commit's again.
+XRD_API = "apiextensions.crossplane.io/v1"
+# The release a platform team upgrades from: a commit the project's CI landed (main on 2026-12-05)
+# whose Configuration differs from this commit's (its InferenceGateway XRD lacks a status field, its
+# Function's Input CRD a field), so the upgrade moves XRDs and code (the Compositions are alike).
+# Move it to a newer landed commit once its code is too old to run here; it must stay a commit whose
+# XRDs differ from this commit's (the scenario checks), or the move changes no XRD.
+PREVIOUS = "d6a2a5f2f19a68ceae373a056e545b2a868ea6b8"
+# The tags the scenario pushes, newest last: the previous release, then this commit's again.
 PREVIOUS_TAG = "v0.1.1"
 NEXT = "v0.1.2"
+XRDS = ("inferencegateway-xrd.yaml", "modelroute-xrd.yaml")
 
 
 def _composed(env: Env) -> dict[str, str]:
@@ -51,55 +56,99 @@ def _composed(env: Env) -> dict[str, str]:
     }
 
 
-def _revisions(env: Env) -> list[dict[str, Any]]:
+def _revisions(env: Env, kind: str, package: str) -> list[dict[str, Any]]:
     return [
         rev
-        for rev in env.kube.list(PKG_API, "FunctionRevision")
-        if rev["metadata"].get("labels", {}).get("pkg.crossplane.io/package") == FUNCTION
+        for rev in env.kube.list(PKG_API, f"{kind}Revision")
+        if rev["metadata"].get("labels", {}).get("pkg.crossplane.io/package") == package
     ]
 
 
-def _moved_to(env: Env, tag: str, digest: str) -> tuple[dict[str, Any], float]:
-    """The Function's package moved to tag, as `crossplane xpkg update` or a GitOps change does; waits
-    until a new revision is Active, Healthy and has its endpoint, the old ones Inactive, and its pod
-    runs `digest` alone. The Configuration's dependsOn (>=v0.1.0) still holds, so it is the Function a team moves."""
-    old = {rev["metadata"]["name"] for rev in _revisions(env)}
-    this = release.read()
+def _moved(env: Env, kind: str, package: str, reference: str) -> tuple[dict[str, Any], float]:
+    """A package moved to reference, as `crossplane xpkg update` or a GitOps change does; waits until a
+    new revision is Active and Healthy (a Function's with its endpoint) and the old ones Inactive."""
+    old = {rev["metadata"]["name"] for rev in _revisions(env, kind, package)}
     started = time.time()
-    env.kube.merge_patch(PKG_API, "Function", FUNCTION, None, {"spec": {"package": f"{this.function}:{tag}"}})
+    env.kube.merge_patch(PKG_API, kind, package, None, {"spec": {"package": reference}})
     new = wait(
-        f"a FunctionRevision of {tag} Active and Healthy",
+        f"a {kind}Revision of {reference} Active and Healthy",
         lambda: next(
             (
                 rev
-                for rev in _revisions(env)
+                for rev in _revisions(env, kind, package)
                 if rev["metadata"]["name"] not in old
                 and rev["spec"].get("desiredState") == "Active"
                 and true(rev, "RevisionHealthy")
-                and true(rev, "RuntimeHealthy")
-                # Until Crossplane writes it, every call fails (cannot determine gRPC target) and
-                # the XR waits out a backoff.
-                and rev.get("status", {}).get("endpoint")
+                # Until Crossplane writes a Function's endpoint every call fails (cannot determine
+                # gRPC target) and the XR waits out a backoff.
+                and (
+                    kind != "Function"
+                    or (true(rev, "RuntimeHealthy") and rev.get("status", {}).get("endpoint"))
+                )
             ),
             None,
         ),
         CONVERGE_S,
     )
     wait(
-        "the old revisions Inactive",
+        f"the old {kind}Revisions Inactive",
         lambda: all(
             rev["spec"].get("desiredState") == "Inactive"
-            for rev in _revisions(env)
+            for rev in _revisions(env, kind, package)
             if rev["metadata"]["name"] in old
         ),
         CONVERGE_S,
     )
+    return new, time.time() - started
+
+
+def _moved_to(env: Env, tag: str, digest: str) -> tuple[dict[str, Any], float]:
+    """The Function's package moved to tag; waits until its pod runs `digest` alone."""
+    new, took = _moved(env, "Function", FUNCTION, f"{release.read().function}:{tag}")
     wait(
         f"the Function's pod runs {tag}'s digest alone",
         lambda: install.served_by(env.plane) == digest,
         CONVERGE_S,
     )
-    return new, time.time() - started
+    return new, took
+
+
+def _xrd_schemas(commit: str | None) -> dict[str, Any]:
+    """Each XRD's name -> its versions' schemas, as a commit's Configuration (None: this one's) ships them."""
+    texts = {
+        name: (ROOT / "examples" / "configuration" / name).read_text()
+        if commit is None
+        else subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:examples/configuration/{name}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for name in XRDS
+    }
+    xrds = [yaml.safe_load(text) for text in texts.values()]
+    return {x["metadata"]["name"]: [v["schema"] for v in x["spec"]["versions"]] for x in xrds}
+
+
+def _configuration_moved_to(env: Env, tag: str, schemas: dict[str, Any]) -> float:
+    """The Configuration's package moved to tag; waits until every XRD has that release's schemas and
+    is Established for them (its condition's observedGeneration its generation: the old generation's
+    Established stays True while Crossplane renders the new schemas into the CRD)."""
+    name = release.installed_name(release.read().configuration)
+    _, took = _moved(env, "Configuration", name, f"{release.read().configuration}:{tag}")
+    for xrd, want in schemas.items():
+        wait(
+            f"XRD {xrd} with {tag}'s schema, Established",
+            lambda xrd=xrd, want=want: (
+                (got := env.kube.get(XRD_API, "CompositeResourceDefinition", xrd)) is not None
+                and [v.get("schema") for v in got["spec"]["versions"]] == want
+                and true(got, "Established")
+                and condition(got, "Established").get("observedGeneration") == got["metadata"]["generation"]
+            ),
+            CONVERGE_S,
+        )
+    env.kube.wait_crds_established()
+    return took
 
 
 def _new_route(env: Env, name: str) -> tuple[str, str]:
@@ -139,20 +188,20 @@ def _kept(before: dict[str, str], after: dict[str, str], move: str) -> None:
     assert not recreated, f"composed Objects recreated by {move}: {recreated}"
 
 
-def _previous_is_this_configurations() -> None:
-    """PREVIOUS is in this clone, and its Configuration and package metadata are this commit's: its
-    function under this Configuration is what that release installed."""
-
-    def git(*args: str) -> int:
-        return subprocess.run(["git", "-C", str(ROOT), *args], check=False, capture_output=True).returncode
-
-    assert git("cat-file", "-e", f"{PREVIOUS}^{{commit}}") == 0, (
-        f"commit {PREVIOUS} is not in this clone (a shallow clone?): fetch it, or move PREVIOUS"
+def _previous_xrds_differ() -> dict[str, Any]:
+    """PREVIOUS is in this clone, and its XRDs differ from this commit's: its schemas."""
+    if subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS}^{{commit}}"], check=False, capture_output=True
+    ).returncode:
+        raise AssertionError(
+            f"commit {PREVIOUS} is not in this clone (a shallow clone?): fetch it, or move PREVIOUS"
+        )
+    theirs = _xrd_schemas(PREVIOUS)
+    assert theirs != _xrd_schemas(None), (
+        f"{PREVIOUS}'s XRDs are this commit's: the upgrade would move no XRD; move PREVIOUS to a landed "
+        "commit whose XRDs differ"
     )
-    assert git("diff", "--quiet", PREVIOUS, "HEAD", "--", "package", "examples/configuration") == 0, (
-        f"the Configuration or package metadata changed since {PREVIOUS}: its function under this "
-        "Configuration is no release's install; move PREVIOUS to a newer landed commit"
-    )
+    return theirs
 
 
 @contextlib.contextmanager
@@ -190,25 +239,32 @@ def _went_unknown(env: Env, xrs: list[str]) -> Iterator[set[str]]:
         thread.join(timeout=30)
 
 
-def function_revision_upgraded(env: Env, r: Report) -> None:
-    """An upgrade between releases of different code, through the package manager, as a platform team
-    upgrades: the Function's package moves to the previous release's code (PREVIOUS), which composes a
-    route of its own, then to this commit's code. Each move makes a new revision and runtime
-    Deployment and retires the old; nothing composed is deleted or recreated by either, the route the
-    previous release composed still serves after the upgrade, the conditions never lie (the prober),
-    and the new revision serves a route of its own."""
+def release_upgraded(env: Env, r: Report) -> None:
+    """An upgrade between releases, through the package manager, as a platform team upgrades: the
+    Configuration and the Function move to the previous release (PREVIOUS: its XRDs and code), which
+    composes a route of its own; then the Function moves to this commit's code and the Configuration
+    to this commit's XRDs and Compositions, in the order operations.md advises (newer Compositions may
+    hand Input fields only newer code reads; with PREVIOUS the other order would pass too). Each move
+    makes a new revision (a Function's a new runtime Deployment) and retires the old; nothing composed
+    is deleted or recreated by the upgrade, the route the previous release composed still serves after
+    it, the conditions never lie (the prober), and the upgraded release serves a route of its own."""
     installed = env.installed
     assert installed is not None, "run with FGR_INSTALL=package (make release-check)"
-    _previous_is_this_configurations()
+    previous_schemas = _previous_xrds_differ()
     registry = install.Registry(env.sup, port=int(installed.registry.rsplit(":", 1)[1]))
     with tempfile.TemporaryDirectory(prefix="revision-") as d:
         previous = install.publish_function(registry, PREVIOUS_TAG, Path(d), commit=PREVIOUS)
+        install.publish_configuration(registry, PREVIOUS_TAG, Path(d), commit=PREVIOUS)
         digest = install.publish_function(registry, NEXT, Path(d))
+        install.publish_configuration(registry, NEXT, Path(d))
     composed = _composed(env)
-    _, back = _moved_to(env, PREVIOUS_TAG, previous)
+    # Back to the previous release: its Configuration first (this code reads its Input), then its code.
+    back = _configuration_moved_to(env, PREVIOUS_TAG, previous_schemas)
+    _, code_back = _moved_to(env, PREVIOUS_TAG, previous)
+    back += code_back
     theirs = _new_route(env, "before-upgrade")
     before = _composed(env)
-    _kept(composed, before, f"the move to {PREVIOUS}'s code")
+    _kept(composed, before, f"the move to {PREVIOUS}")
     # Settled since the first scenarios, and answered by the release before since its move (none left
     # Unknown by it): the new revision finds them as the release before left them.
     for read in (env.gateway, env.route):
@@ -221,7 +277,8 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
     with _went_unknown(env, list(steady)) as failed:
         new, switched = _moved_to(env, NEXT, digest)
         serving_since = time.time()
-        # Composed by the new revision at once: its configuration's hold runs while Crossplane's
+        configuration_took = _configuration_moved_to(env, NEXT, _xrd_schemas(None))
+        # Composed by the upgraded release at once: its configuration's hold runs while Crossplane's
         # backoff after the fatal errors of the move (up to about 30 s here) holds the others.
         ours = _new_route(env, "after-upgrade")
         # Crossplane marks every condition the function set Unknown (FatalError) while no revision
@@ -262,12 +319,14 @@ def function_revision_upgraded(env: Env, r: Report) -> None:
         env.kube.delete("ai.example.org/v1alpha1", "ModelRoute", where[1], where[0])
     wait("the two routes gone", lambda: env.route(*theirs) is None and env.route(*ours) is None, CONVERGE_S)
     note = (
-        f"the Function moved through the package manager to the code of {PREVIOUS} ({previous[:19]}…, "
-        f"{back:.0f} s), which composed a route, then upgraded to this commit's ({new['metadata']['name']}, "
-        f"{digest[:19]}…) in {switched:.0f} s with every one of {len(before)} composed Objects kept and that "
-        f"route serving; the XRs it found answered by it {answered_in:.0f} s after its pod served (their "
-        f"conditions Unknown meanwhile where a call failed: {len(failed)} of {len(steady)} settled XRs, "
-        "none of whose unchanged decisions the new revision logged as a transition)"
+        f"the Configuration and the Function moved through the package manager to release {PREVIOUS[:7]} "
+        f"(its XRDs and code; {previous[:19]}…, {back:.0f} s), which composed a route, then upgraded to this "
+        f"commit's code ({new['metadata']['name']}, {digest[:19]}…, {switched:.0f} s) and XRDs "
+        f"({configuration_took:.0f} s) with every one of {len(before)} composed Objects kept and that route "
+        f"serving; the XRs it found answered by it within {answered_in:.0f} s of its pod serving (the "
+        "Configuration's move included; their conditions Unknown meanwhile where a call failed: "
+        f"{len(failed)} of {len(steady)} settled XRs, none of whose unchanged decisions the new revision "
+        "logged as a transition)"
     )
     installed.upgrade = note
     # The package the Function names now: the release line checks its pod serves this one.
