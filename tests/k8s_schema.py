@@ -248,7 +248,8 @@ class Registry:
         return reg
 
     def add_file(self, file: Path) -> None:
-        for doc in yaml.safe_load_all(file.read_text()):
+        # libyaml where PyYAML has it: the upstream CRDs are megabytes of YAML.
+        for doc in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(doc, dict):
                 self.add(doc)
 
