@@ -75,7 +75,10 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
                 own, phases=_NO_SHRINK, database=None, report_multiple_bugs=False
             )
     durations = (_durations if _durations is not None else _recorded_durations()) or {}
-    killers = Counter(_kills().read_text().splitlines()) if _kills().exists() else Counter()
+    try:
+        killers = Counter(_kills().read_text().splitlines())
+    except FileNotFoundError:  # no sibling killed yet
+        killers = Counter()
     items.sort(key=lambda item: (-killers[item.nodeid], durations.get(item.nodeid, float("inf"))))
 
 

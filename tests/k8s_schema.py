@@ -233,6 +233,18 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
+# libyaml's safe loader where PyYAML has it (its wheels do): the same documents
+# as yaml.safe_load_all, over ten times sooner (the upstream CRDs: 12.9 s and
+# 0.76 s). Here, not in tests/support.py, because tools/validate.py imports
+# this module without pytest.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def yaml_docs(text: str) -> list[dict[str, Any]]:
+    """The objects of a YAML stream; empty documents are left out."""
+    return [d for d in yaml.load_all(text, Loader=_SAFE_LOADER) if isinstance(d, dict)]
+
+
 class Registry:
     """(apiVersion, kind) -> schema, from every CRD (and XRD) file given."""
 
@@ -248,10 +260,8 @@ class Registry:
         return reg
 
     def add_file(self, file: Path) -> None:
-        # libyaml where PyYAML has it: the upstream CRDs are megabytes of YAML.
-        for doc in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if isinstance(doc, dict):
-                self.add(doc)
+        for doc in yaml_docs(file.read_text()):
+            self.add(doc)
 
     def add(self, doc: dict[str, Any]) -> None:
         kind = doc.get("kind")
