@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import http.server
 import io
+import json
 import math
 import os
 import re
@@ -436,6 +437,30 @@ def test_the_prober_judges_lies_and_written_back_seconds_apart(
     t = p.totals()
     assert (t.lying, t.written_back, t.leaks, t.deleted) == want, name
     assert len(t.lies) == t.lying + t.leaks, name
+
+
+def test_a_lie_comes_with_what_its_subject_answered_and_said_in_the_seconds_before(tmp_path: Path) -> None:
+    p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
+
+    def at(second: int, subject: str, status: int, ready: bool) -> prober.Sample:
+        return prober.Sample(
+            second, "s", subject, 200 <= status < 300, status, ready, after_fault=second - 100.0
+        )
+
+    p.samples += [
+        at(80, "route a/b", 200, True),  # before the window
+        at(95, "route a/b", 200, True),
+        at(96, "route a/c", 500, False),  # another subject
+        at(97, "route a/b", 404, False),
+        at(98, "route a/b", 404, True),
+    ]
+    lie = p.samples[-1]
+    assert p.history(lie) == "-3 s 200 T, -1 s 404 F, +0 s 404 T"
+    p.dump(tmp_path / "prober.jsonl")
+    dumped = [json.loads(line) for line in (tmp_path / "prober.jsonl").read_text().splitlines()]
+    assert [(d["second"], d["subject"], d["after_fault"]) for d in dumped] == [
+        (s.second, s.subject, s.after_fault) for s in p.samples
+    ]
 
 
 class _FakeKube:

@@ -363,7 +363,11 @@ def main() -> int:
     started = time.monotonic()
     try:
         # The function logs every call where calls are counted: faults, and make scale's costs.
-        with environment(workdir, log_calls=any(s in [*FAULTS, rollout_at_scale] for s in chosen)) as env:
+        # FGR_LOG_CALLS=1 logs every call elsewhere too: where a scenario's timing is in question.
+        log_calls = bool(os.environ.get("FGR_LOG_CALLS")) or any(
+            s in [*FAULTS, rollout_at_scale] for s in chosen
+        )
+        with environment(workdir, log_calls=log_calls) as env:
             print(f"integration: environment up in {time.monotonic() - started:.0f} s", file=sys.stderr)
             for scenario in chosen:
                 report = Report(scenario.__name__)
@@ -395,9 +399,15 @@ def main() -> int:
                 )
                 if report.ok and (judged.lying or judged.leaks):
                     report.ok = False
-                    report.error = "requests disagree with the conditions: " + "; ".join(
-                        f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''} ({s.why})"
-                        for s in judged.lies[:8]
+                    first = judged.lies[0]
+                    report.error = (
+                        "requests disagree with the conditions: "
+                        + "; ".join(
+                            f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''} "
+                            f"({s.why}; {s.after_fault:.1f} s after the last fault or change)"
+                            for s in judged.lies[:8]
+                        )
+                        + f"; {first.subject} before the first: {env.prober.history(first)}"
                     )
                 reports.append(report)
                 status = "ok" if report.ok else f"FAILED: {report.error}"
@@ -412,6 +422,7 @@ def main() -> int:
                 if not report.ok:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())
+            env.prober.dump(workdir / "logs" / "prober.jsonl")
             released = len(env.released)
             installed = install.with_served(env.installed, env.plane)
             _print_restarts(env)

@@ -41,6 +41,7 @@ requests go on and are judged against what the XRs said last.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import http.client
 import json
@@ -49,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.real.report import condition
@@ -93,6 +95,9 @@ class Sample:
     # Of a failed answer or a leak only: the condition's reason at that second and the answer's
     # first bytes, so a lie in CI's log says which verdict held and what Envoy answered.
     why: str = ""
+    # Seconds from the scenario's last fault (or planned change) to the answer: how far past the
+    # detection allowance a lie came (CI's one-line lie of https_only could not say).
+    after_fault: float = float("inf")
 
 
 @dataclass
@@ -342,6 +347,7 @@ class Prober:
                     # A leak is never excused: deleting a route cannot make Envoy skip a key check.
                     deleted=not ok and ready and self._deleted_between(xr, read_at, answered),
                     why=f"{_reason(xr, typ)}: {ans.body[:80]!r}" if leak or not ok else "",
+                    after_fault=round(answered - self._fault_at, 1),
                 )
             )
 
@@ -413,6 +419,27 @@ class Prober:
     def _add(self, sample: Sample) -> None:
         with self._lock:
             self.samples.append(sample)
+
+    def history(self, lie: Sample, before_s: int = 12) -> str:
+        """The lie's subject over the seconds before it, oldest first: what it answered and said each
+        second, so one line of CI's log shows how the lie came about."""
+        with self._lock:
+            earlier = [
+                s
+                for s in self.samples
+                if s.subject == lie.subject and lie.second - before_s <= s.second <= lie.second
+            ]
+        return ", ".join(
+            f"{s.second - lie.second:+d} s {s.status} {'T' if s.ready else 'F'}" for s in earlier
+        )
+
+    def dump(self, path: Path) -> None:
+        """Every sample, one JSON object a line: a run's whole record beside its processes' logs."""
+        with self._lock:
+            samples = list(self.samples)
+        with path.open("w") as f:
+            for s in samples:
+                f.write(json.dumps(dataclasses.asdict(s)) + "\n")
 
     def totals(self, since: int = 0) -> Totals:
         with self._lock:

@@ -21,6 +21,7 @@ from tests.real.harness import (
     CONVERGE_S,
     EXTPROC,
     GATEWAY,
+    LISTENER_CHANGE_S,
     MARKER,
     OBJECT_API,
     POD_HTTP_LISTENER,
@@ -38,6 +39,7 @@ from tests.real.harness import (
     rolled_out,
     route_doc,
     route_doc_one_backend,
+    route_follows_listener,
     set_listeners,
     set_paused,
     true,
@@ -180,8 +182,9 @@ def listener_not_programmed(env: Env, r: Report) -> None:
     # Envoy Gateway marks both ProtocolConflict). A listener only counts in the conflict once its
     # certificate resolves, so the Secret comes first.
     _tls_secret(env, "gw-tls", "inference.example.com", "fgr-listener-ca")
-    env.prober.fault()
+    env.prober.fault(detection_s=LISTENER_CHANGE_S)
     set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}])
+    route_follows_listener(env, r, "the attach listener Conflicted")
     gateway_follows(env, r, "ListenerNotProgrammed")
     message = wait(
         "GatewayReady naming listener http not Programmed",
@@ -204,8 +207,10 @@ def route_not_allowed(env: Env, r: Report) -> None:
     team-a route (NotAllowedByListeners) while Envoy AI Gateway keeps it Accepted; RoutingReady says
     RouteNotAllowed; widened again, True."""
     http = {"name": "http", "protocol": "HTTP", "port": 80}
-    env.prober.fault()  # Envoy drops the route as soon as Envoy Gateway translates the change
+    # Envoy drops the route as soon as Envoy Gateway translates the change.
+    env.prober.fault(detection_s=LISTENER_CHANGE_S)
     set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    route_follows_listener(env, r, "allowedRoutes Same")
     said = wait(
         "RoutingReady RouteNotAllowed",
         lambda: (c := condition(env.route(), "RoutingReady")).get("reason") == "RouteNotAllowed" and c,
@@ -250,8 +255,10 @@ def listener_widened_while_envoy_gateway_down(env: Env, r: Report) -> None:
     http = {"name": "http", "protocol": "HTTP", "port": 80}
     model = route_doc()["spec"]["model"]
     port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
-    env.prober.fault()  # Envoy drops the route as soon as Envoy Gateway translates the change
+    # Envoy drops the route as soon as Envoy Gateway translates the change.
+    env.prober.fault(detection_s=LISTENER_CHANGE_S)
     set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    route_follows_listener(env, r, "allowedRoutes Same")
     wait(
         "RoutingReady RouteNotAllowed",
         lambda: condition(env.route(), "RoutingReady").get("reason") == "RouteNotAllowed",
@@ -302,9 +309,10 @@ def https_only(env: Env, r: Report) -> None:
     https["tls"] = {"certificateRefs": [{"name": "inference-tls"}]}
     http = {"name": "http", "protocol": "HTTP", "port": 80}
     # Clients move to the new first listener when the spec says so, before Envoy serves it.
-    env.prober.fault()
+    env.prober.fault(detection_s=LISTENER_CHANGE_S)
     _set(env, {"listeners": [https, {**http, "httpsRedirect": True}], "healthCheckPath": HEALTHZ})
     try:
+        route_follows_listener(env, r, "to HTTPS")
         model = route_doc()["spec"]["model"]
         wait(
             "the route serving over HTTPS",
@@ -370,8 +378,9 @@ def https_only(env: Env, r: Report) -> None:
             f"{HEALTHZ} answered {health['http']} (HTTP) and {health['https']} (HTTPS) by Envoy, "
             f"{draining} on a pod whose health check was failed as a drain fails it"
         )
-        env.prober.fault()
+        env.prober.fault(detection_s=LISTENER_CHANGE_S)
         _set(env, {"listeners": [http], "healthCheckPath": None})
+        route_follows_listener(env, r, "back to HTTP")
         wait(
             "the redirect's Object removed",
             lambda: env.kube.get(OBJECT_API, "Object", redirect["metadata"]["name"], GATEWAY[0]) is None,
