@@ -276,11 +276,11 @@ def gateway_follows(env: Env, r: Report, reason: str) -> dict[str, Any]:
 LISTENER_CHANGE_S = 10
 
 
-def route_follows_listener(env: Env, r: Report, change: str) -> None:
-    """After a change of the gateway's first listener made just now: the route says it does not serve
-    (as decided) within LISTENER_CHANGE_S. The seconds before are the prober's detection (the change
-    declared with that allowance), so they are measured here, and printed."""
-    moved = time.time()
+def route_follows_listener(env: Env, r: Report, change: str, since: float | None = None) -> None:
+    """After a change of the gateway's first listener made at `since` (just now by default): the route
+    says it does not serve (as decided) within LISTENER_CHANGE_S. The seconds before are the prober's
+    detection (the change declared with that allowance), so they are measured here, and printed."""
+    moved = time.time() if since is None else since
     wait(
         f"the route saying False after its gateway's listener changed ({change})",
         lambda: not decided(env.route()),

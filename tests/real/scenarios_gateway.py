@@ -183,9 +183,10 @@ def listener_not_programmed(env: Env, r: Report) -> None:
     # certificate resolves, so the Secret comes first.
     _tls_secret(env, "gw-tls", "inference.example.com", "fgr-listener-ca")
     env.prober.fault(detection_s=LISTENER_CHANGE_S)
+    conflicted = time.time()
     set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}])
-    route_follows_listener(env, r, "the attach listener Conflicted")
     gateway_follows(env, r, "ListenerNotProgrammed")
+    route_follows_listener(env, r, "the attach listener Conflicted", since=conflicted)
     message = wait(
         "GatewayReady naming listener http not Programmed",
         lambda: (
