@@ -33,6 +33,7 @@ import gc
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,15 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
         killers = Counter(_kills().read_text().splitlines())
     except FileNotFoundError:  # no sibling killed yet
         killers = Counter()
-    items.sort(key=lambda item: (-killers[item.nodeid], durations.get(item.nodeid, float("inf"))))
+    key = run_first(killers, durations)
+    items.sort(key=lambda item: key(item.nodeid))
+
+
+def run_first(killers: Counter[str], durations: dict[str, float]) -> Callable[[str], tuple[int, float]]:
+    """The order a mutant's tests run in, as a sort key of a test's node id: the tests that killed
+    other mutants of its function first, most kills first; then fastest first, by the durations
+    mutmut recorded; a test with none recorded last."""
+    return lambda nodeid: (-killers[nodeid], durations.get(nodeid, float("inf")))
 
 
 def _kills() -> Path:
