@@ -439,6 +439,56 @@ def test_the_prober_judges_lies_and_written_back_seconds_apart(
     assert len(t.lies) == t.lying + t.leaks, name
 
 
+ALLOWANCE_CASES = [
+    # (name, (fault at, detection s, detected at), (read at, answered at), (inside, seconds after the fault))
+    ("before any fault nothing is detection", (None, 5, None), (99.0, 100.0), (False, None)),
+    ("an answer within the allowance is detection", (100.0, 5, None), (103.0, 104.0), (True, 4.0)),
+    ("an answer past the allowance is judged", (100.0, 5, None), (104.5, 105.5), (False, 5.5)),
+    (
+        "a read from before the XRs were seen to know is still detection",
+        (100.0, 10, 103.0),
+        (102.9, 103.4),
+        (True, 3.4),
+    ),
+    (
+        "a read after the XRs were seen to know is judged, whatever the allowance left",
+        (100.0, 10, 103.0),
+        (103.1, 103.4),
+        (False, 3.4),
+    ),
+    (
+        "an answer that came after a fault its probe began before is detection",
+        (100.0, 5, None),
+        (99.5, 100.2),
+        (True, 0.2),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "when", "want"), ALLOWANCE_CASES, ids=[c[0] for c in ALLOWANCE_CASES]
+)
+def test_the_detection_allowance_runs_from_a_fault_until_its_bound_or_until_the_xrs_know(
+    name: str,
+    state: tuple[float | None, float, float | None],
+    when: tuple[float, float],
+    want: tuple[bool, float | None],
+) -> None:
+    p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
+    p._fault_at, p._detection_s, p._detected_at = state
+    assert p._allowance(*when) == want, name
+
+
+def test_a_fault_starts_a_new_allowance_and_detected_ends_it() -> None:
+    p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
+    began = p.fault(detection_s=60)
+    assert p._allowance(began, began + 1)[0]
+    p.detected()
+    assert not p._allowance(time.time() + 0.001, time.time() + 1)[0]
+    p.fault(detection_s=60)  # a new fault: its reads are detection again
+    assert p._allowance(time.time(), time.time() + 1)[0]
+
+
 def test_a_lie_comes_with_what_its_subject_answered_and_said_in_the_seconds_before(tmp_path: Path) -> None:
     p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
 
@@ -453,8 +503,10 @@ def test_a_lie_comes_with_what_its_subject_answered_and_said_in_the_seconds_befo
         at(96, "route a/c", 500, False),  # another subject
         at(97, "route a/b", 404, False),
         at(98, "route a/b", 404, True),
+        at(99, "route a/b", 404, True),  # after it
+        prober.Sample(99, "s", "prober refused", False, -1, False),  # before any fault: no distance
     ]
-    lie = p.samples[-1]
+    lie = p.samples[4]
     assert p.history(lie) == "-3 s 200 T, -1 s 404 F, +0 s 404 T"
     p.dump(tmp_path / "prober.jsonl")
     dumped = [json.loads(line) for line in (tmp_path / "prober.jsonl").read_text().splitlines()]
@@ -833,7 +885,6 @@ def test_a_hung_process_answers_nothing_until_resumed(tmp_path: Path) -> None:
 
 def test_seconds_while_a_reporter_is_down_are_counted_apart() -> None:
     p = prober.Prober(kube=None, port_for=lambda *_: 0, keys=dict)  # type: ignore[arg-type]
-    p._fault_at = -1e9
     p.samples += [_sample(False, True), replace(_sample(False, True), second=2, down=True)]
     t = p.totals()
     assert (t.lying, t.stale_down) == (1, 1)

@@ -364,7 +364,7 @@ def main() -> int:
     try:
         # The function logs every call where calls are counted: faults, and make scale's costs.
         # FGR_LOG_CALLS=1 logs every call elsewhere too: where a scenario's timing is in question.
-        log_calls = bool(os.environ.get("FGR_LOG_CALLS")) or any(
+        log_calls = os.environ.get("FGR_LOG_CALLS") == "1" or any(
             s in [*FAULTS, rollout_at_scale] for s in chosen
         )
         with environment(workdir, log_calls=log_calls) as env:
@@ -399,17 +399,19 @@ def main() -> int:
                 )
                 if report.ok and (judged.lying or judged.leaks):
                     report.ok = False
-                    first = judged.lies[0]
+                    lies = sorted(judged.lies, key=lambda s: (s.second, s.subject))
                     report.error = (
                         "requests disagree with the conditions: "
                         + "; ".join(
                             f"{s.second} {s.subject} {s.status} ready={s.ready}{' LEAK' if s.leak else ''} "
-                            f"({s.why}; {s.after_fault:.1f} s after the last fault or change)"
-                            for s in judged.lies[:8]
+                            f"({s.why}; {_since_fault(s.after_fault)})"
+                            for s in lies[:8]
                         )
-                        + f"; {first.subject} before the first: {env.prober.history(first)}"
+                        + f"; {lies[0].subject} before the first: {env.prober.history(lies[0])}"
                     )
                 reports.append(report)
+                # After each scenario: a run stopped at CI's limit keeps what it probed so far.
+                env.prober.dump(workdir / "logs" / "prober.jsonl")
                 status = "ok" if report.ok else f"FAILED: {report.error}"
                 lags = ", ".join(f"{x:.0f} s" for x in report.lags)
                 print(
@@ -422,7 +424,6 @@ def main() -> int:
                 if not report.ok:
                     break  # later scenarios build on earlier ones
             totals.append(env.prober.totals())
-            env.prober.dump(workdir / "logs" / "prober.jsonl")
             released = len(env.released)
             installed = install.with_served(env.installed, env.plane)
             _print_restarts(env)
@@ -457,6 +458,10 @@ def main() -> int:
     if wanted:
         print(faults_line(faults, len(wanted), t.lying))
     return 0 if passed == len(chosen) and (proven(installed) or not PACKAGE_INSTALL) else 1
+
+
+def _since_fault(after: float | None) -> str:
+    return "before any fault or change" if after is None else f"{after:.1f} s after the last fault or change"
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ conditions read in the same second:
 - a **lying second**: a model's request failed while its ModelRoute said
   RoutingReady=True, or the gateway's failed while it said GatewayReady=True,
   beyond the detection allowance after an unplanned fault (the simulation's
-  rule: the first DETECTION_S seconds after a fault are detection). What an
+  rule: the first DETECTION_S seconds after a fault are detection), or after
+  a planned change that moves clients before the XRs can know of it (a
+  gateway's first listener: until its routes say False, within a bound).
+  What an
   XR says is what its function last decided, `status.serving` (the condition
   where an older version published none);
 - a **written-back second**: a request failed while the condition said True
@@ -95,9 +98,9 @@ class Sample:
     # Of a failed answer or a leak only: the condition's reason at that second and the answer's
     # first bytes, so a lie in CI's log says which verdict held and what Envoy answered.
     why: str = ""
-    # Seconds from the scenario's last fault (or planned change) to the answer: how far past the
-    # detection allowance a lie came (CI's one-line lie of https_only could not say).
-    after_fault: float = float("inf")
+    # Seconds from the run's last fault (or planned change) to the answer, None before any: how far
+    # past the detection allowance a lie came (CI's one-line lie of https_only could not say).
+    after_fault: float | None = None
 
 
 @dataclass
@@ -249,8 +252,11 @@ class Prober:
         self.scenario = "-"
         self._ablation = False
         self._down = False
-        self._fault_at = -1e9
+        self._fault_at: float | None = None
         self._detection_s: float = DETECTION_S
+        # When the world was seen to have caught up with the last fault (`detected`): reads after it
+        # are judged whatever the allowance left.
+        self._detected_at: float | None = None
         # The XRs as last read: probed against while a fault holds the API server down.
         # What the prober read last, and when it began reading it.
         self._last: tuple[list[dict[str, Any]], list[dict[str, Any]], float] | None = None
@@ -267,12 +273,34 @@ class Prober:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def fault(self, detection_s: float = DETECTION_S) -> None:
+    def fault(self, detection_s: float = DETECTION_S) -> float:
         """An unplanned fault happens now: the next seconds are detection, not lies. DETECTION_S
         by default; longer only where the design's own bound is (a model check finds a model
-        swap within one provider-http poll and the watch path)."""
-        self._fault_at = time.time()
-        self._detection_s = detection_s
+        swap within one provider-http poll and the watch path), and then ended by `detected` as
+        soon as the XR is seen to know. Returns when the allowance began."""
+        with self._lock:
+            self._fault_at = time.time()
+            self._detection_s = detection_s
+            self._detected_at = None
+            return self._fault_at
+
+    def detected(self) -> None:
+        """The XRs were seen to know of the last fault now: what the prober reads from here on is
+        judged, whatever is left of the allowance."""
+        with self._lock:
+            self._detected_at = time.time()
+
+    def _allowance(self, read_at: float, answered: float) -> tuple[bool, float | None]:
+        """(Whether an answer is inside the detection allowance, seconds from the fault to it), of
+        the conditions read at `read_at` and the answer come at `answered`. Judged when the answer
+        came, not when the probe began: a scenario's fault that lands between the two is detection
+        (CI counted such a request as a lie); and a read from before `detected` still is."""
+        with self._lock:
+            fault_at, detection_s, detected_at = self._fault_at, self._detection_s, self._detected_at
+        if fault_at is None:
+            return False, None
+        inside = answered - fault_at < detection_s and (detected_at is None or read_at < detected_at)
+        return inside, round(answered - fault_at, 1)
 
     @contextlib.contextmanager
     def ablation(self) -> Iterator[None]:
@@ -301,7 +329,7 @@ class Prober:
             try:
                 self._probe(int(started))
             except Exception as e:
-                self.samples.append(Sample(int(started), self.scenario, f"prober {e}", False, -1, False))
+                self._add(Sample(int(started), self.scenario, f"prober {e}", False, -1, False))
             self._stop.wait(max(0.0, 1.0 - (time.time() - started)))
 
     def _probe(self, second: int) -> None:
@@ -327,10 +355,8 @@ class Prober:
             # (so RoutingReady) says it is not in effect yet.
             ok = True if refused else ans.ok
             leak = refused and ans.ok and ready
-            # Judged when the answer came, not when the probe began: a scenario's fault that
-            # lands between the two is detection (CI counted such a request as a lie).
             answered = time.time()
-            allowance = answered - self._fault_at < self._detection_s
+            allowance, after_fault = self._allowance(read_at, answered)
             self._add(
                 Sample(
                     second,
@@ -347,7 +373,7 @@ class Prober:
                     # A leak is never excused: deleting a route cannot make Envoy skip a key check.
                     deleted=not ok and ready and self._deleted_between(xr, read_at, answered),
                     why=f"{_reason(xr, typ)}: {ans.body[:80]!r}" if leak or not ok else "",
-                    after_fault=round(answered - self._fault_at, 1),
+                    after_fault=after_fault,
                 )
             )
 
@@ -439,7 +465,7 @@ class Prober:
             samples = list(self.samples)
         with path.open("w") as f:
             for s in samples:
-                f.write(json.dumps(dataclasses.asdict(s)) + "\n")
+                f.write(json.dumps(dataclasses.asdict(s), allow_nan=False) + "\n")
 
     def totals(self, since: int = 0) -> Totals:
         with self._lock:

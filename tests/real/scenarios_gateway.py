@@ -21,7 +21,6 @@ from tests.real.harness import (
     CONVERGE_S,
     EXTPROC,
     GATEWAY,
-    LISTENER_CHANGE_S,
     MARKER,
     OBJECT_API,
     POD_HTTP_LISTENER,
@@ -31,6 +30,7 @@ from tests.real.harness import (
     Report,
     answered,
     availability,
+    change_first_listener,
     gateway_follows,
     has_extproc,
     last_decided,
@@ -39,7 +39,6 @@ from tests.real.harness import (
     rolled_out,
     route_doc,
     route_doc_one_backend,
-    route_follows_listener,
     set_listeners,
     set_paused,
     true,
@@ -182,11 +181,13 @@ def listener_not_programmed(env: Env, r: Report) -> None:
     # Envoy Gateway marks both ProtocolConflict). A listener only counts in the conflict once its
     # certificate resolves, so the Secret comes first.
     _tls_secret(env, "gw-tls", "inference.example.com", "fgr-listener-ca")
-    env.prober.fault(detection_s=LISTENER_CHANGE_S)
-    conflicted = time.time()
-    set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}])
-    gateway_follows(env, r, "ListenerNotProgrammed")
-    route_follows_listener(env, r, "the attach listener Conflicted", since=conflicted)
+    conflicted = change_first_listener(
+        env,
+        r,
+        "the attach listener Conflicted",
+        lambda: set_listeners(env, [http, {**https, "name": "https-on-80", "port": 80}]),
+    )
+    gateway_follows(env, r, "ListenerNotProgrammed", since=conflicted)
     message = wait(
         "GatewayReady naming listener http not Programmed",
         lambda: (
@@ -209,9 +210,9 @@ def route_not_allowed(env: Env, r: Report) -> None:
     RouteNotAllowed; widened again, True."""
     http = {"name": "http", "protocol": "HTTP", "port": 80}
     # Envoy drops the route as soon as Envoy Gateway translates the change.
-    env.prober.fault(detection_s=LISTENER_CHANGE_S)
-    set_listeners(env, [{**http, "allowedRoutes": "Same"}])
-    route_follows_listener(env, r, "allowedRoutes Same")
+    change_first_listener(
+        env, r, "allowedRoutes Same", lambda: set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    )
     said = wait(
         "RoutingReady RouteNotAllowed",
         lambda: (c := condition(env.route(), "RoutingReady")).get("reason") == "RouteNotAllowed" and c,
@@ -257,9 +258,9 @@ def listener_widened_while_envoy_gateway_down(env: Env, r: Report) -> None:
     model = route_doc()["spec"]["model"]
     port = env.plane.gateway_port(GATEWAY[0], GATEWAY[1])
     # Envoy drops the route as soon as Envoy Gateway translates the change.
-    env.prober.fault(detection_s=LISTENER_CHANGE_S)
-    set_listeners(env, [{**http, "allowedRoutes": "Same"}])
-    route_follows_listener(env, r, "allowedRoutes Same")
+    change_first_listener(
+        env, r, "allowedRoutes Same", lambda: set_listeners(env, [{**http, "allowedRoutes": "Same"}])
+    )
     wait(
         "RoutingReady RouteNotAllowed",
         lambda: condition(env.route(), "RoutingReady").get("reason") == "RouteNotAllowed",
@@ -309,11 +310,16 @@ def https_only(env: Env, r: Report) -> None:
     https = {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": host}
     https["tls"] = {"certificateRefs": [{"name": "inference-tls"}]}
     http = {"name": "http", "protocol": "HTTP", "port": 80}
-    # Clients move to the new first listener when the spec says so, before Envoy serves it.
-    env.prober.fault(detection_s=LISTENER_CHANGE_S)
-    _set(env, {"listeners": [https, {**http, "httpsRedirect": True}], "healthCheckPath": HEALTHZ})
     try:
-        route_follows_listener(env, r, "to HTTPS")
+        # Clients move to the new first listener when the spec says so, before Envoy serves it.
+        change_first_listener(
+            env,
+            r,
+            "to HTTPS",
+            lambda: _set(
+                env, {"listeners": [https, {**http, "httpsRedirect": True}], "healthCheckPath": HEALTHZ}
+            ),
+        )
         model = route_doc()["spec"]["model"]
         wait(
             "the route serving over HTTPS",
@@ -379,9 +385,9 @@ def https_only(env: Env, r: Report) -> None:
             f"{HEALTHZ} answered {health['http']} (HTTP) and {health['https']} (HTTPS) by Envoy, "
             f"{draining} on a pod whose health check was failed as a drain fails it"
         )
-        env.prober.fault(detection_s=LISTENER_CHANGE_S)
-        _set(env, {"listeners": [http], "healthCheckPath": None})
-        route_follows_listener(env, r, "back to HTTP")
+        change_first_listener(
+            env, r, "back to HTTP", lambda: _set(env, {"listeners": [http], "healthCheckPath": None})
+        )
         wait(
             "the redirect's Object removed",
             lambda: env.kube.get(OBJECT_API, "Object", redirect["metadata"]["name"], GATEWAY[0]) is None,
