@@ -225,7 +225,14 @@ def accepted_of_its_generation(obj: Mapping[str, Any] | None) -> bool:
     conditions carry no observedGeneration: they pass here, and its own
     checks judge them (applied, the spec's write against the stamp)."""
     manifest = observed_manifest(obj)
-    return judged_current(condition(manifest, "Accepted"), manifest)
+    # Envoy Gateway's policies report per ancestor, each Accepted stamped with the generation
+    # judged (v1.8.3 `status/policy.go`, SetConditionForPolicyAncestor): every one must be current.
+    said = [condition(manifest, "Accepted")] + [
+        condition({"status": ancestor}, "Accepted")
+        for ancestor in list_at(manifest, "status", "ancestors")
+        if isinstance(ancestor, Mapping)
+    ]
+    return all(judged_current(c, manifest) for c in said)
 
 
 def judged_current(said: Mapping[str, Any] | None, manifest: Mapping[str, Any] | None) -> bool:

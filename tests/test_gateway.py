@@ -1437,6 +1437,52 @@ def _policy_accepted_ago(
     return observed
 
 
+POLICY_GENERATION_CASES = [
+    # (name, the policy's generation, each ancestor's Accepted observedGeneration, reason)
+    ("every ancestor judged the policy's current generation", 3, [3, 3], GatewayReason.AVAILABLE),
+    (
+        "one ancestor judged an older generation: its keys may yet be refused",
+        3,
+        [3, 2],
+        GatewayReason.AUTH_NOT_ACCEPTED,
+    ),
+    ("the only ancestor judged an older generation", 3, [2], GatewayReason.AUTH_NOT_ACCEPTED),
+    ("an Accepted that names no generation is taken as it says", 3, [None], GatewayReason.AVAILABLE),
+    ("an ancestor ahead of the generation read is current", 3, [4], GatewayReason.AVAILABLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "generation", "judged", "reason"),
+    POLICY_GENERATION_CASES,
+    ids=[c[0] for c in POLICY_GENERATION_CASES],
+)
+def test_a_security_policy_is_trusted_only_as_accepted_of_its_current_generation(
+    name: str, generation: int, judged: list[int | None], reason: GatewayReason
+) -> None:
+    """make faults (CI104 of b0a3102): a new policy's Object read the Accepted an older policy of
+    its name had, while Envoy Gateway had not judged the new keys; it then refused them, and
+    Envoy answered every request 500 while GatewayReady said True for 27 s."""
+    observed = _policy_accepted_ago(600)
+    manifest = observed[SECURITY_POLICY]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("metadata", {})["generation"] = generation
+    template = manifest["status"]["ancestors"][0]
+    manifest["status"]["ancestors"] = [
+        {
+            **copy.deepcopy(template),
+            "ancestorRef": {"name": f"ancestor-{i}"},
+            "conditions": [
+                {**template["conditions"][0], **({"observedGeneration": g} if g is not None else {})}
+            ],
+        }
+        for i, g in enumerate(judged)
+    ]
+    got = said(compose(AUTH_XR, GATEWAY_INPUT, observed, now=CLOCK), "GatewayReady")
+    assert got.reason == reason, (name, got.message)
+    if reason == GatewayReason.AUTH_NOT_ACCEPTED:
+        assert "older generation" in got.message, name
+
+
 AUTH_LOADING_CASES = [
     ("a SecurityPolicy accepted 1 s ago: Envoy may not have its keys yet", 1, GatewayReason.AUTH_LOADING),
     ("a SecurityPolicy accepted 4 s ago is still on its way to Envoy", 4, GatewayReason.AUTH_LOADING),

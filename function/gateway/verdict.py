@@ -253,8 +253,20 @@ def derive_verdict(  # noqa: PLR0911 - one return per reason, in order
             GatewayReason.WAITING_FOR_ANCHOR, f"the anchor AIGatewayRoute of {gateway_ref} {state}"
         )
     policy = observed.get(SECURITY_POLICY)
-    if plan.spec.auth.api_keys is not None and not readiness.in_effect(policy):
-        state = "has not been created yet" if policy is None else "is not Accepted (is a key Secret missing?)"
+    # Of its current generation: an Accepted of the keys before (or of a policy of that name not
+    # deleted yet) says nothing of these, which Envoy Gateway may refuse, and then answer every
+    # request 500 (make faults, CI104 of b0a3102: GatewayReady True through 27 s of 500s, a new
+    # policy's Object reading the old one's Accepted while Envoy Gateway was slow to judge it).
+    # A spec not applied yet is the configuration's hold below (AuthLoading).
+    current = readiness.in_effect(policy) and readiness.accepted_of_its_generation(policy)
+    if plan.spec.auth.api_keys is not None and not current:
+        state = (
+            "has not been created yet"
+            if policy is None
+            else "is not Accepted (is a key Secret missing?)"
+            if not readiness.in_effect(policy)
+            else "is Accepted of an older generation only (Envoy Gateway has not judged its current keys)"
+        )
         return _not_ready(
             GatewayReason.AUTH_NOT_ACCEPTED,
             f"the API-key SecurityPolicy of {gateway_ref} {state}: "
