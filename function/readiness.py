@@ -314,8 +314,14 @@ def status_written_at(manifest: Mapping[str, Any] | None) -> datetime | None:
     return _last_written(manifest, "f:status")
 
 
-def _last_written(manifest: Mapping[str, Any] | None, field: str) -> datetime | None:
-    """The latest managedFields entry that owns `field`, or None."""
+def data_written_at(obj: Mapping[str, Any] | None) -> datetime | None:
+    """When a Secret's data was last written, read from the Secret itself (a required resource, not an
+    Object): a client that writes `stringData` may be recorded as owning either field."""
+    return _last_written(obj, "f:data", "f:stringData")
+
+
+def _last_written(manifest: Mapping[str, Any] | None, *fields: str) -> datetime | None:
+    """The latest managedFields entry that owns one of `fields`, or None."""
     entries = get_path(manifest, "metadata", "managedFields")
     if not isinstance(entries, list):
         return None
@@ -324,7 +330,7 @@ def _last_written(manifest: Mapping[str, Any] | None, field: str) -> datetime | 
         for e in entries
         if isinstance(e, Mapping)
         and isinstance(e.get("fieldsV1"), Mapping)
-        and field in e["fieldsV1"]
+        and any(f in e["fieldsV1"] for f in fields)
         and (t := timestamp(e.get("time"))) is not None
     ]
     return max(times) if times else None

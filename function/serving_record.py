@@ -42,6 +42,10 @@ _REASON = "reason"
 # The first listener's spec as the record's `gateway` was published for: the gateway's own memory of
 # what Envoy was last told routes attach to (routes do not read it).
 _LISTENER = "listener"
+# Where Envoy AI Gateway writes the index of the gateway's ext-proc configuration: a young route waits
+# until the configuration written after its own has been left alone long enough to load
+# (function/route/extproc_config.py).
+_EXTPROC_CONFIG = "extProcConfig"
 
 
 def record_name(gateway_xr_name: str) -> str:
@@ -57,9 +61,11 @@ def build(
     ready: bool,
     reason: str,
     listener: Mapping[str, Any] | None = None,
+    extproc_config: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ConfigMap: the published `status.gateway`, GatewayReady as decided, and the first listener's
-    spec that `gateway` was published for."""
+    """The ConfigMap: the published `status.gateway`, GatewayReady as decided, the first listener's
+    spec that `gateway` was published for, and where the ext-proc configuration's index is
+    (namespace, name)."""
     data = {
         _GATEWAY: _compact(gateway),
         _READY: "True" if ready else "False",
@@ -67,6 +73,9 @@ def build(
     }
     if listener is not None:
         data[_LISTENER] = _compact(listener)
+    if extproc_config is not None:
+        at, index = extproc_config
+        data[_EXTPROC_CONFIG] = _compact({"namespace": at, "name": index})
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -80,18 +89,33 @@ def _compact(value: Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def published_listener(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The first listener's spec the record was published for; None where it says none (a record of
-    an earlier version) or cannot be read."""
+def _read(record: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
+    """One JSON object the record holds under `key`; None where it holds none or it cannot be read."""
     data = record.get("data") if isinstance(record, Mapping) else None
-    raw = data.get(_LISTENER) if isinstance(data, Mapping) else None
+    raw = data.get(key) if isinstance(data, Mapping) else None
     if not isinstance(raw, str):
         return None
     try:
-        listener = json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return listener if isinstance(listener, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def published_listener(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The first listener's spec the record was published for; None where it says none (a record of
+    an earlier version) or cannot be read."""
+    return _read(record, _LISTENER)
+
+
+def extproc_config(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(namespace, name) of the gateway's ext-proc configuration index; None where the record says
+    none (one of an earlier version) or it cannot be read."""
+    where = _read(record, _EXTPROC_CONFIG) or {}
+    namespace, name = where.get("namespace"), where.get("name")
+    if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
+        return namespace, name
+    return None
 
 
 def as_gateway(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -7,6 +7,8 @@ API models, the builders and the verdicts read the same value.
 
 from __future__ import annotations
 
+import hashlib
+
 # Envoy's per-connection buffer limit is a uint32.
 MAX_BUFFER_LIMIT_BYTES = 2**32 - 1
 
@@ -83,3 +85,17 @@ AIGW_FINALIZER = "aigateway.envoyproxy.io/finalizer"
 
 # The API group of Envoy Gateway's Backend, as a route's backendRef names it.
 BACKEND_GROUP = "gateway.envoyproxy.io"
+
+
+def extproc_config_index_name(gateway_name: str, gateway_namespace: str) -> str:
+    """The Secret Envoy AI Gateway writes a Gateway's ext-proc configuration index to, in the Envoy
+    pods' namespace: `<gateway>-<namespace>-<hash>`, the hash the first 12 hex digits of the SHA-256 of
+    `<namespace>/<gateway>`, the whole cut to 253 characters from the front part's end (v1.1.0
+    `internal/controller/secret_name.go`, FilterConfigBundleIndexSecretName). It holds the bundle's
+    uuid, its checksum and its parts' names: no credentials, which sit in the parts."""
+    digest = hashlib.sha256(f"{gateway_namespace}/{gateway_name}".encode()).hexdigest()[:12]
+    base = f"{gateway_name}-{gateway_namespace}".strip("-")[: _MAX_NAME - 1 - len(digest)].strip("-")
+    return f"{base}-{digest}" if base else digest
+
+
+_MAX_NAME = 253

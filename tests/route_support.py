@@ -218,3 +218,19 @@ def translated(route: dict[str, Any], generation: int = 1, judged: int | None = 
         ]
     }
     return out
+
+
+def accepted_ago(name: str, seconds: float) -> dict[str, dict[str, Any]]:
+    """The composed route with `name`'s target stamped Accepted `seconds` ago by its controller."""
+    observed = copy.deepcopy(COMPOSED)
+    stamp = stamp_ago(seconds)
+    manifest = observed[name]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("status", {})["conditions"] = [
+        {
+            "type": "Accepted",
+            "status": "True",
+            "reason": "ReconciliationSucceeded",
+            "lastTransitionTime": stamp,
+        }
+    ]
+    return observed

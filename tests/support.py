@@ -28,7 +28,9 @@ from function.conditions import GATEWAY_READY, Verdict, last_decided
 from function.fn import FunctionRunner
 from function.outcome import Outcome
 from function.readiness import get_path
+from function.route import extproc_config
 from function.route.view import GATEWAY_REQUIREMENT, SERVING_REQUIREMENT
+from function.upstream import extproc_config_index_name
 from tests.k8s_schema import yaml_docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,10 +87,40 @@ def controller_reference(xr: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gateway_fetched(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+# Where the example gateway's ext-proc configuration index is, as its serving record says.
+EXTPROC_CONFIG = ("envoy-gateway-system", extproc_config_index_name("inference", "platform"))
+
+
+def extproc_index(seconds: float | None = 18) -> dict[str, Any]:
+    """The ext-proc configuration's index Secret, its data last written by Envoy AI Gateway `seconds`
+    before CLOCK (never, with None). By default as long ago as a young route's configuration waits for
+    it to be left alone: a configuration written before that is loaded, one written after is held."""
+    namespace, name = EXTPROC_CONFIG
+    secret: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"index.yaml": "dXVpZDogeA=="},
+    }
+    if seconds is not None:
+        secret["metadata"]["managedFields"] = [
+            {
+                "manager": "envoy-ai-gateway-controller",
+                "operation": "Update",
+                "time": stamp_ago(seconds),
+                "fieldsV1": {"f:data": {".": {}, "f:index.yaml": {}}, "f:type": {}},
+            }
+        ]
+    return secret
+
+
+def gateway_fetched(
+    gw: dict[str, Any], index: dict[str, Any] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """What Crossplane hands a ModelRoute of this InferenceGateway: its serving record, as the
-    gateway's function writes it from what the XR publishes. An XR without `status.gateway` was
-    composed before the record existed: then no record, and the XR itself (the route's fallback)."""
+    gateway's function writes it from what the XR publishes, and the ext-proc configuration's index
+    (`index`, extproc_index() by default). An XR without `status.gateway` was composed before the
+    record existed: then no record, and the XR itself (the route's fallback)."""
     published = get_path(gw, "status", "gateway")
     if not isinstance(published, dict):
         return {SERVING_REQUIREMENT: [], GATEWAY_REQUIREMENT: [gw]}
@@ -99,11 +131,12 @@ def gateway_fetched(gw: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         published,
         ready=decided is not None and decided.get("status") == "True",
         reason=str((decided or {}).get("reason") or ""),
+        extproc_config=EXTPROC_CONFIG,
     )
     record["metadata"]["ownerReferences"] = [controller_reference(gw)]
     if decided is None:
         del record["data"]["ready"], record["data"]["reason"]
-    return {SERVING_REQUIREMENT: [record]}
+    return {SERVING_REQUIREMENT: [record], extproc_config.REQUIREMENT: [index or extproc_index()]}
 
 
 def make_request(

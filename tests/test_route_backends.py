@@ -20,6 +20,7 @@ from tests.route_support import (
     NOT_FETCHED,
     READY_GW,
     XR,
+    accepted_ago,
     backend_of_schema,
     gw_required,
     httproute_made_of,
@@ -38,7 +39,6 @@ from tests.support import (
     load_yaml,
     refused,
     said,
-    stamp_ago,
     written_at,
 )
 
@@ -712,22 +712,6 @@ def test_the_traffic_policy_targets_the_httproute_named_after_the_route() -> Non
     ]
 
 
-def _accepted_ago(name: str, seconds: float) -> dict[str, dict[str, Any]]:
-    """The composed route with `name`'s target stamped Accepted `seconds` ago by its controller."""
-    observed = copy.deepcopy(COMPOSED)
-    stamp = stamp_ago(seconds)
-    manifest = observed[name]["status"]["atProvider"]["manifest"]
-    manifest.setdefault("status", {})["conditions"] = [
-        {
-            "type": "Accepted",
-            "status": "True",
-            "reason": "ReconciliationSucceeded",
-            "lastTransitionTime": stamp,
-        }
-    ]
-    return observed
-
-
 LOADING_CASES = [
     ("a route accepted 3 s ago is not served yet by the ext-proc", "route", 3, RoutingReason.CONFIG_LOADING),
     (
@@ -762,7 +746,7 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
     name: str, target: str, ago: float, reason: RoutingReason
 ) -> None:
     """Measured on the real data plane: 500 "unknown backend" until 8-9 s after Accepted."""
-    rsp = compose(XR, ROUTE_INPUT, _accepted_ago(target, ago), gw_required(READY_GW), now=CLOCK)
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago(target, ago), gw_required(READY_GW), now=CLOCK)
     got = said(rsp, "RoutingReady")
     assert got.reason == reason, name
     next_call = rsp.next_call()
@@ -777,7 +761,7 @@ def test_routing_ready_waits_for_the_ext_proc_to_load_the_route(
         later = compose(
             XR,
             ROUTE_INPUT,
-            _accepted_ago(target, ago),
+            accepted_ago(target, ago),
             gw_required(READY_GW),
             now=CLOCK + timedelta(seconds=1),
         )
@@ -835,7 +819,7 @@ def test_a_spec_written_after_its_accepted_stamp_is_still_loading(
 ) -> None:
     """Envoy AI Gateway restamps Accepted only when it reconciles: until then the stamp is of the old spec.
     Its HTTPRoute agrees with the spec here (tests/test_route_httproute.py: where it does not)."""
-    observed = _accepted_ago(target, 60)
+    observed = accepted_ago(target, 60)
     spec_written(observed, target, ago, **entry)
     made = httproute_made_of(compose(XR, ROUTE_INPUT, COMPOSED, gw_required(READY_GW)).resources)
     required = gw_required(READY_GW) | {claims.httproute_key(("team-a", "llama-648adb3a")): [made]}
@@ -845,7 +829,7 @@ def test_a_spec_written_after_its_accepted_stamp_is_still_loading(
 
 def test_a_stamp_far_in_the_future_holds_nothing_back() -> None:
     """A controller clock ten minutes ahead cannot hold RoutingReady back for ten minutes."""
-    rsp = compose(XR, ROUTE_INPUT, _accepted_ago("route", -600), gw_required(READY_GW), now=CLOCK)
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", -600), gw_required(READY_GW), now=CLOCK)
     assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
 
 

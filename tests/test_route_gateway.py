@@ -327,4 +327,4 @@ def test_each_example_serving_record_says_what_its_inference_gateway_publishes(f
     where = EXAMPLES / "model-route" / "required" / folder
     (record,) = load_yaml(where / "serving-record.yaml")
     (gw,) = load_yaml(where / "inference-gateway.yaml")
-    assert gateway_fetched(gw) == {SERVING_REQUIREMENT: [record]}
+    assert gateway_fetched(gw)[SERVING_REQUIREMENT] == [record]

@@ -266,6 +266,7 @@ def compose(
                 ready=verdict.ready,
                 reason=verdict.reason,
                 listener=listener_held.spec if listener_held is not None else listener_spec(plan),
+                extproc_config=plan.extproc_config,
             )
         },
         status=status,

@@ -14,6 +14,7 @@ from typing import Any
 from function import naming, readiness
 from function.api import DeploymentNaming, InferenceGatewaySpec, Input
 from function.objects import Target, held_name, target_ref
+from function.upstream import extproc_config_index_name
 
 # composition-resource-names: stable keys Crossplane tracks composed resources by.
 ENVOY_PROXY = "envoy-proxy"
@@ -123,6 +124,12 @@ class GatewayPlan:
         if self.spec.envoy.deployment_naming is DeploymentNaming.PINNED and self.held_deployment:
             return namespace, self.held_deployment
         return namespace, name
+
+    @property
+    def extproc_config(self) -> tuple[str, str]:
+        """(namespace, name) of the index of the ext-proc configuration Envoy AI Gateway writes for the
+        Gateway: beside the Envoy pods (its controller writes it where it finds them)."""
+        return self.deployment[0], extproc_config_index_name(self.gateway_name, self.namespace)
 
     @property
     def observer_target(self) -> dict[str, Any]:

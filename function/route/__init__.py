@@ -37,7 +37,7 @@ from function.conditions import GATEWAY_READY, as_observed
 from function.objects import plan_basis, target_ref, wrap
 from function.outcome import Outcome, Requirement, keep_observed
 from function.resilience import build_traffic_policy
-from function.route import httproute
+from function.route import extproc_config, httproute
 from function.route.manifests import (
     build_backend,
     build_security_policy,
@@ -58,6 +58,7 @@ from function.route.plan import (
     RoutePlan,
 )
 from function.route.verdict import (
+    config_written_at,
     derive_verdict,
     model_checks_expire_in,
     published_status,
@@ -252,6 +253,11 @@ def compose(
             outcome, observed, lambda name: never_kept(name) or removed_by_spec(name) or unobserved(name)
         )
     outcome.judge_ready(observed)
+    # While the route's configuration is young, the gateway's ext-proc configuration index too: read
+    # where the verdict reads it (extproc_config.py).
+    written = config_written_at(composed, observed, http_route.last_written, plan.now)
+    config_wanted = extproc_config.requirements(view.extproc_config, written, plan.now)
+    outcome.requirements |= config_wanted
 
     # Whose workload serves: read once, for RoutingReady and BackendsServing.
     unresolved = references.unresolved(spec.backends, plan.xr_namespace, required)
@@ -280,7 +286,7 @@ def compose(
     )
     outcome.status = published_status(plan, view)
     outcome.extra = [serving_verdict(plan, backends)]
-    if not (http_route.read and all(key in required for key in gateway_wanted)):
+    if not (http_route.read and all(key in required for key in gateway_wanted | config_wanted)):
         # A call before Crossplane has fetched what this one requires (the
         # first of every reconcile; the second when the gateway has no serving
         # record yet): it calls again with them, and that call decides. Judged

@@ -11,7 +11,7 @@ from function import claims, model_check, readiness
 from function.api import Backend, ModelCheck, ModelRouteSpec
 from function.conditions import BACKENDS_SERVING, ROUTING_READY, BackendsReason, RoutingReason, Verdict
 from function.model_check import Probe
-from function.route import httproute
+from function.route import extproc_config, httproute
 from function.route.plan import (
     BACKEND_PREFIX,
     GATEWAY_OBSERVER,
@@ -240,6 +240,11 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             f"{readiness.stamp_up(written + CONFIG_LOAD_BOUND)}) and answer 500 or 503 until then",
             # Always more than a second: the verdict holds only while the bound has not passed.
             recheck_in=written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1),
+        )
+    loading = extproc_config.hold(view.extproc_config, required, written, plan.now, CONFIG_LOAD_BOUND)
+    if loading is not None:
+        return Verdict(
+            ROUTING_READY, False, RoutingReason.CONFIG_LOADING, loading.message, recheck_in=loading.recheck_in
         )
     serving = backends.serving
     wrong = answered_without_the_model(backends, takers, moves_on(plan.spec, fails_over=fails_over))

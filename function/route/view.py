@@ -11,7 +11,7 @@ is not controlled by that InferenceGateway: such a record is never trusted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from function import readiness, serving_record
@@ -63,6 +63,9 @@ class GatewayView:
     paused: bool = False
     # The InferenceGateway is being deleted: it will not serve, whatever it says.
     deleting: bool = False
+    # (namespace, name) of the gateway's ext-proc configuration index, as its serving record says;
+    # None where the route read the InferenceGateway itself, or a record of an earlier version.
+    extproc_config: tuple[str, str] | None = None
 
 
 def _str(value: Any) -> str | None:
@@ -122,7 +125,7 @@ def read_gateway(required: Mapping[str, Sequence[Mapping[str, Any]]], ref: Requi
             return GatewayView(
                 None, None, f"the serving record of {where} (ConfigMap {ref.namespace}/{name}) is unreadable"
             )
-        return _view(gw, where)
+        return replace(_view(gw, where), extproc_config=serving_record.extproc_config(record))
     # No record: a gateway an older version composed (until its next
     # reconcile), or no gateway at all; or a record its gateway did not write,
     # never trusted (readiness.controlled_by). Read the InferenceGateway itself.

@@ -1,0 +1,268 @@
+"""A young route waits on the gateway's ext-proc configuration index (function/route/extproc_config.py):
+rewritten since the route's configuration, then left alone for the load bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from function import serving_record
+from function.conditions import RoutingReason
+from function.gateway.plan import SERVING_RECORD
+from function.outcome import Requirement
+from function.route import extproc_config
+from function.route.view import SERVING_REQUIREMENT
+from function.upstream import extproc_config_index_name
+from tests.route_support import ALL_NAMES, READY_GW, XR, accepted_ago, gw_required
+from tests.support import (
+    CLOCK,
+    EXAMPLES,
+    EXTPROC_CONFIG,
+    GATEWAY_INPUT,
+    ROUTE_INPUT,
+    compose,
+    extproc_index,
+    load_yaml,
+    said,
+)
+
+
+def _without_location(required: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The serving record as a version before the index's location wrote it."""
+    (record,) = required[SERVING_REQUIREMENT]
+    data = {k: v for k, v in record["data"].items() if k != "extProcConfig"}
+    return required | {SERVING_REQUIREMENT: [record | {"data": data}]}
+
+
+def _fetched(index: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+    """What Crossplane hands the route: the index as given, none where it does not exist."""
+    return gw_required(READY_GW) | {extproc_config.REQUIREMENT: [] if index is None else [index]}
+
+
+def _not_fetched() -> dict[str, list[dict[str, Any]]]:
+    required = gw_required(READY_GW)
+    del required[extproc_config.REQUIREMENT]
+    return required
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    # When the route's configuration was written (its Accepted stamp), seconds before CLOCK.
+    written: float
+    required: dict[str, list[dict[str, Any]]]
+    reason: RoutingReason
+    words: str = ""
+    # Seconds until Crossplane calls again, where the route is held.
+    recheck: float | None = None
+
+
+CASES = [
+    Case(
+        "an index rewritten after the route's configuration and left alone for the bound lets it say True",
+        30,
+        _fetched(extproc_index(18)),
+        RoutingReason.AVAILABLE,
+    ),
+    Case(
+        "an index rewritten after the route's configuration 10 s ago holds it until the bound has passed",
+        30,
+        _fetched(extproc_index(10)),
+        RoutingReason.CONFIG_LOADING,
+        "is rewriting the gateway's ext-proc configuration",
+        9,
+    ),
+    Case(
+        "an index rewritten in the second the route was stamped counts as written after it",
+        30,
+        _fetched(extproc_index(30)),
+        RoutingReason.AVAILABLE,
+    ),
+    Case(
+        "an index not rewritten since the route's configuration holds it and is read again in 5 s",
+        30,
+        _fetched(extproc_index(31)),
+        RoutingReason.CONFIG_LOADING,
+        "has not rewritten the gateway's ext-proc configuration",
+        5,
+    ),
+    Case(
+        "an index that does not exist holds the route",
+        30,
+        _fetched(None),
+        RoutingReason.CONFIG_LOADING,
+        "has not rewritten",
+        5,
+    ),
+    Case(
+        "an index no manager is recorded writing holds the route",
+        30,
+        _fetched(extproc_index(None)),
+        RoutingReason.CONFIG_LOADING,
+        "has not rewritten",
+        5,
+    ),
+    Case(
+        "an index Crossplane has not fetched yet holds the route",
+        30,
+        _not_fetched(),
+        RoutingReason.CONFIG_LOADING,
+        "waiting for Crossplane to fetch Secret",
+        15,
+    ),
+    Case(
+        "a serving record that does not say where the index is holds the route until 60 s after its write",
+        30,
+        _without_location(gw_required(READY_GW)),
+        RoutingReason.CONFIG_LOADING,
+        "does not say where Envoy AI Gateway writes the ext-proc configuration",
+        15,
+    ),
+    Case(
+        "a hold on a rewritten index ends 60 s after the route's write, before the index has settled",
+        55,
+        _fetched(extproc_index(5)),
+        RoutingReason.CONFIG_LOADING,
+        "held at most until",
+        6,
+    ),
+    Case(
+        "60 s after its configuration was written a route is taken as loaded whatever the index says",
+        60,
+        _fetched(extproc_index(1)),
+        RoutingReason.AVAILABLE,
+    ),
+    Case(
+        "a route within its load bound is held by that bound first",
+        10,
+        _fetched(extproc_index(18)),
+        RoutingReason.CONFIG_LOADING,
+        "ext-proc load it within 18 s",
+        9,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_young_route_waits_on_the_ext_proc_configuration_index(case: Case) -> None:
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", case.written), case.required, now=CLOCK)
+    got = said(rsp, "RoutingReady")
+    assert (got.reason, got.ready) == (case.reason, case.reason is RoutingReason.AVAILABLE), got.message
+    assert case.words in got.message
+    if case.recheck is not None:
+        assert rsp.next_call() == timedelta(seconds=case.recheck), got.message
+    # Held or not, the desired state is whole.
+    assert set(rsp.resources) == ALL_NAMES
+
+
+@pytest.mark.parametrize(
+    ("written", "wanted"),
+    [
+        (30, {extproc_config.REQUIREMENT: Requirement("v1", "Secret", EXTPROC_CONFIG[1], EXTPROC_CONFIG[0])}),
+        (60, {}),
+        (600, {}),
+    ],
+    ids=[
+        "a route written 30 s ago requires the index by name, where its gateway's record says",
+        "a route written 60 s ago no longer requires it",
+        "a settled route never requires it",
+    ],
+)
+def test_the_index_is_required_only_while_the_route_waits_on_it(
+    written: float, wanted: dict[str, Requirement]
+) -> None:
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", written), gw_required(READY_GW), now=CLOCK)
+    got = {k: v for k, v in rsp.requirements.items() if k == extproc_config.REQUIREMENT}
+    assert got == wanted
+
+
+def test_the_hold_says_the_same_while_the_index_is_rewritten_call_after_call() -> None:
+    """A message that changed with each rewrite would be a status write each call, and each write calls
+    the route again: a loop for as long as routes are written. Each call here finds the index rewritten
+    5 s before it."""
+    messages = {
+        said(
+            compose(
+                XR,
+                ROUTE_INPUT,
+                accepted_ago("route", 30),
+                _fetched(extproc_index(5 - s)),
+                now=CLOCK + timedelta(seconds=s),
+            ),
+            "RoutingReady",
+        ).message
+        for s in (0, 3, 6)
+    }
+    assert len(messages) == 1, messages
+    assert "is rewriting" in messages.pop()
+
+
+def test_the_gateway_record_says_where_envoy_ai_gateway_writes_the_index() -> None:
+    """The name is the one Envoy AI Gateway v1.1.0 wrote on the real data plane for Gateway
+    platform/inference (its controller's log, make scale); in ControllerNamespace mode beside Envoy
+    Gateway, where the Envoy pods run."""
+    gateway = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+    record = compose(gateway, GATEWAY_INPUT, {}).resources[SERVING_RECORD]
+    assert serving_record.extproc_config(record) == (
+        "envoy-gateway-system",
+        "inference-platform-5c764c69a0b7",
+    )
+
+
+def test_in_gateway_namespace_mode_the_index_is_beside_the_gateway() -> None:
+    gateway = load_yaml(EXAMPLES / "inference-gateway" / "xr-gatewaynamespace.yaml")[0]
+    record = compose(gateway, GATEWAY_INPUT, {}).resources[SERVING_RECORD]
+    published = (serving_record.as_gateway(record) or {})["status"]["gateway"]
+    assert published["namespace"] == "ai-gateways"
+    assert serving_record.extproc_config(record) == (
+        "ai-gateways",
+        extproc_config_index_name(published["name"], "ai-gateways"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("gateway", "namespace", "name"),
+    [
+        ("inference", "platform", "inference-platform-5c764c69a0b7"),
+        ("g" * 250, "ns", "g" * 240 + "-" + "x"),
+        ("-edge-", "ns", "edge--ns-" + "x"),
+    ],
+    ids=[
+        "a short name is the gateway, its namespace and the hash",
+        "a long one is cut to 253 characters from the front part's end, the hash kept whole",
+        "dashes at the front part's ends are trimmed",
+    ],
+)
+def test_the_index_is_named_as_envoy_ai_gateway_names_it(gateway: str, namespace: str, name: str) -> None:
+    got = extproc_config_index_name(gateway, namespace)
+    digest = got.rsplit("-", 1)[1]
+    assert len(digest) == 12
+    assert len(got) <= 253
+    assert got == (name if not name.endswith("-x") else name[:-1] + digest)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "not json",
+        "[]",
+        '{"namespace": "a"}',
+        '{"namespace": "", "name": "b"}',
+        '{"namespace": 1, "name": "b"}',
+    ],
+    ids=[
+        "absent (a record of an earlier version)",
+        "not JSON",
+        "not an object",
+        "without a name",
+        "with an empty namespace",
+        "with a namespace that is not a string",
+    ],
+)
+def test_a_record_that_cannot_say_where_the_index_is_says_nothing(value: str | None) -> None:
+    data = {} if value is None else {"extProcConfig": value}
+    assert serving_record.extproc_config({"data": data}) is None
