@@ -521,23 +521,43 @@ class _FakeKube:
     def __init__(self, gateway_status: dict[str, Any], route_status: dict[str, Any]) -> None:
         self.gateway_status, self.route_status = gateway_status, route_status
         self.down = False  # the API server does not answer
-        # (kind, namespace, name) -> when the harness's delete of it returned, as Kube records it.
+        # (kind, namespace, name) -> when the harness's delete of it returned, and when it began, as
+        # Kube records them.
         self.deleted_at: dict[tuple[str, str | None, str], float] = {}
+        self.deleting_since: dict[tuple[str, str | None, str], float] = {}
+        # What a read of the route by name finds, where it differs from the list (it turned since).
+        self.route_read: dict[str, Any] | None = None
 
     def list(self, _api: str, kind: str, _namespace: str | None = None, **_: Any) -> list[dict[str, Any]]:
         if self.down:
             raise ConnectionRefusedError("the API server is down")
         if kind == "InferenceGateway":
             status = {"gateway": {"name": "g", "namespace": "p"}} | self.gateway_status
-            return [{"kind": kind, "metadata": {"name": "g", "namespace": "p"}, "status": status}]
+            return [
+                {
+                    "apiVersion": "v1",
+                    "kind": kind,
+                    "metadata": {"name": "g", "namespace": "p"},
+                    "status": status,
+                }
+            ]
         return [
             {
+                "apiVersion": "v1",
                 "kind": kind,
                 "metadata": {"name": "r", "namespace": "t"},
                 "spec": {"model": "m", "gatewayRef": {"name": "g", "namespace": "p"}},
                 "status": self.route_status,
             }
         ]
+
+    def get(
+        self, api: str, kind: str, name: str, _namespace: str | None = None, **_: Any
+    ) -> dict[str, Any] | None:
+        found = next(o for o in self.list(api, kind) if o["metadata"]["name"] == name)
+        if kind == "ModelRoute" and self.route_read is not None:
+            found = found | {"status": self.route_read}
+        return found
 
 
 def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back_condition() -> None:
@@ -559,40 +579,77 @@ def test_a_probe_judges_each_subject_by_what_it_decided_and_flags_a_written_back
 
 
 DELETED_CASES = [
-    # (name, when the harness deleted the route: "between" the read and the answer, or seconds
-    # from the probe's start; its failure excused)
-    ("a route the harness deleted between the read and the answer is excused", "between", True),
-    ("a route deleted before the prober read it (made again since) still lied", -5.0, False),
-    ("a route deleted only after its answer came still lied", 60.0, False),
-    ("a route never deleted lied", None, False),
+    # (name, when the harness's delete of the route began and returned: "read" is just after the
+    # prober read it by name; seconds are from the probe's start; None: not begun, or not returned
+    # yet; its failure excused)
+    ("a route the harness deleted between the read and the answer is excused", "read", "read", True),
+    (
+        "a delete begun before the answer that returned after it is excused: it took effect inside the call",
+        "read",
+        60.0,
+        True,
+    ),
+    ("a delete begun after the read and still under way is excused", "read", None, True),
+    ("a route deleted before the prober read it (made again since) still lied", -5.0, -5.0, False),
+    ("a route deleted only after its answer came still lied", 60.0, 60.0, False),
+    ("a route never deleted lied", None, None, False),
 ]
 
 
-@pytest.mark.parametrize(("name", "deleted", "excused"), DELETED_CASES, ids=[c[0] for c in DELETED_CASES])
-def test_a_failure_is_excused_only_for_a_route_deleted_between_the_read_and_its_answer(
-    name: str, deleted: str | float | None, excused: bool
+@pytest.mark.parametrize(
+    ("name", "began", "returned", "excused"), DELETED_CASES, ids=[c[0] for c in DELETED_CASES]
+)
+def test_a_failure_is_excused_only_for_a_route_whose_delete_overlapped_the_read_and_its_answer(
+    name: str, began: str | float | None, returned: str | float | None, excused: bool
 ) -> None:
     """Through _probe: the route read as decided True, its request failed (the CI of a2bb011: a
-    scenario deleted the route within the prober's second). The gateway, never deleted, lied."""
+    scenario deleted the route within the prober's second; make scale: a 503 came before the delete
+    call returned). The gateway, never deleted, lied."""
     decided_true = {"serving": {"ready": True, "reason": "Available"}}
     kube = _FakeKube(decided_true, decided_true)
-    if isinstance(deleted, float):
-        kube.deleted_at[("ModelRoute", "t", "r")] = time.time() + deleted
-    elif deleted == "between":
-        listed = kube.list
+    key = ("ModelRoute", "t", "r")
+    for record, when in ((kube.deleting_since, began), (kube.deleted_at, returned)):
+        if isinstance(when, float):
+            record[key] = time.time() + when
+    if "read" in (began, returned):
+        read = kube.get
 
-        def list_then_delete(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-            got = listed(*args, **kwargs)
-            kube.deleted_at[("ModelRoute", "t", "r")] = time.time()
+        def read_then_delete(*args: Any, **kwargs: Any) -> dict[str, Any] | None:
+            got = read(*args, **kwargs)
+            if args[1] == "ModelRoute":
+                for record, when in ((kube.deleting_since, began), (kube.deleted_at, returned)):
+                    if when == "read":
+                        record[key] = time.time()
             return got
 
-        kube.list = list_then_delete  # type: ignore[method-assign]
+        kube.get = read_then_delete  # type: ignore[method-assign]
     p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
     p._probe(1)
     assert {s.subject: s.deleted for s in p.samples} == {"gateway p/g": False, "route t/r": excused}, name
     t = p.totals()
     assert (t.lying, t.deleted) == ((1, 1) if excused else (2, 0)), name
     assert all(s.why.startswith("Available: ") for s in t.lies), name
+
+
+@pytest.mark.parametrize(
+    ("read", "lying"),
+    [({"serving": {"ready": False, "reason": "GatewayNotReady"}}, 1), (None, 2)],
+    ids=[
+        "a route that turned False after the round's list is judged by its read just before the request",
+        "a route still True when read before its request lied",
+    ],
+)
+def test_a_route_is_judged_by_what_it_said_just_before_its_request(
+    read: dict[str, Any] | None, lying: int
+) -> None:
+    """make scale: a round of 100 routes takes 20 s, and 503s sent 20 s into a rollout were judged by
+    the True each route said when the round began."""
+    decided_true = {"serving": {"ready": True, "reason": "Available"}}
+    kube = _FakeKube(decided_true, decided_true)
+    kube.route_read = read
+    p = prober.Prober(kube, port_for=lambda *_: 1, keys=dict)  # type: ignore[arg-type]
+    p._probe(1)
+    assert p.totals().lying == lying
 
 
 def _probed_then_api_server_down() -> prober.Prober:

@@ -32,6 +32,8 @@ class Kube:
         # (kind, namespace, name) -> when the harness's delete of it returned: the prober excuses a
         # request that failed because a scenario deleted its route after reading it (prober.py).
         self.deleted_at: dict[tuple[str, str | None, str], float] = {}
+        # ... and when the latest delete call of it began: the deletion takes effect inside the call.
+        self.deleting_since: dict[tuple[str, str | None, str], float] = {}
 
     def _resource(self, api_version: str, kind: str) -> Any:
         try:
@@ -66,11 +68,11 @@ class Kube:
                 self.apply(doc)
 
     def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None, **kwargs: Any
     ) -> dict[str, Any] | None:
         res = self._resource(api_version, kind)
         try:
-            obj = res.get(name=name, namespace=namespace if res.namespaced else None)
+            obj = res.get(name=name, namespace=namespace if res.namespaced else None, **kwargs)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -137,6 +139,7 @@ class Kube:
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         res = self._resource(api_version, kind)
+        self.deleting_since[kind, namespace, name] = time.time()
         try:
             res.delete(name=name, namespace=namespace if res.namespaced else None)
         except ApiException as e:

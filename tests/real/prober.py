@@ -347,7 +347,15 @@ class Prober:
             gateways, routes, read_at = self._last
         keys = self.keys()
 
-        def add(subject: str, ans: Answer, xr: dict[str, Any], typ: str, *, refused: bool = False) -> None:
+        def add(
+            subject: str,
+            ans: Answer,
+            xr: dict[str, Any],
+            typ: str,
+            *,
+            refused: bool = False,
+            read_at: float = read_at,
+        ) -> None:
             ready, written_back = said(xr, typ)
             # A request that must be refused is judged by its leak alone. A leak is
             # a keyless answer while the route says both "a key is needed" and
@@ -394,7 +402,14 @@ class Prober:
                 hostname=to.hostname,
             )
             add(f"gateway {meta['namespace']}/{meta['name']}", ans, gw, "GatewayReady")
-        for rt in routes:
+        for listed in routes:
+            # Read again just before its requests: a round asks every route in turn, 20 s and more
+            # at 100 routes, and a condition read at the round's start would judge requests sent
+            # long after it turned (make scale judged 503s sent 20 s into a rollout against the
+            # True read before it).
+            rt, route_read_at = self._fresh(listed, read_at)
+            if rt is None:
+                continue  # deleted since the list
             meta = rt["metadata"]
             model = (rt.get("spec") or {}).get("model")
             if not model or meta.get("deletionTimestamp"):
@@ -417,30 +432,52 @@ class Prober:
             port = self.port_for(str(gw_status.get("namespace")), str(gw_status["name"]), to.port)
             ask = functools.partial(chat, port, model, tls=to.tls, hostname=to.hostname)
             subject = f"route {meta['namespace']}/{meta['name']}"
+            judged = functools.partial(add, xr=rt, typ="RoutingReady", read_at=route_read_at)
             if caller.get("required"):
                 header = str(caller.get("header") or "authorization")
                 key = keys.get(header)
-                add(subject, ask({header: f"Bearer {key}"} if key else {}), rt, "RoutingReady")
+                judged(subject, ask({header: f"Bearer {key}"} if key else {}))
                 # Auth turned off on the gateway (removedAt): a request without a key may be
                 # refused or served until Envoy drops the check, and judges nothing.
                 if not caller.get("removedAt"):
-                    add(f"{subject} keyless", ask(), rt, "RoutingReady", refused=True)
-                    add(
-                        f"{subject} wrong key",
-                        ask({header: "Bearer not-a-key"}),
-                        rt,
-                        "RoutingReady",
-                        refused=True,
-                    )
+                    judged(f"{subject} keyless", ask(), refused=True)
+                    judged(f"{subject} wrong key", ask({header: "Bearer not-a-key"}), refused=True)
             else:
-                add(subject, ask(), rt, "RoutingReady")
+                judged(subject, ask())
+
+    def _fresh(self, listed: dict[str, Any], read_at: float) -> tuple[dict[str, Any] | None, float]:
+        """The XR as the API server has it now, and when it was read; None if it is gone. While the
+        API server is down on purpose, the listed one and the round's read time."""
+        meta = listed["metadata"]
+        at = time.time()
+        try:
+            return (
+                self.kube.get(
+                    listed["apiVersion"],
+                    listed["kind"],
+                    meta["name"],
+                    meta.get("namespace"),
+                    _request_timeout=READ_TIMEOUT_S,
+                ),
+                at,
+            )
+        except Exception:
+            if not self._down:
+                raise
+            return listed, read_at
 
     def _deleted_between(self, xr: dict[str, Any], read_at: float, answered: float) -> bool:
-        """Whether the harness deleted the XR after the prober read it and before its answer came:
-        the time its delete call returned, which is after the deletion took effect."""
+        """Whether the harness's delete of the XR overlapped the time from the prober's read to its
+        answer: begun before the answer, and not returned before the read. The deletion takes effect
+        somewhere inside the call, which returned after the answer on a loaded API server (make
+        scale: a route's Backend was gone and its request answered 503 before the call returned)."""
         meta = xr["metadata"]
-        at = self.kube.deleted_at.get((xr["kind"], meta.get("namespace"), meta["name"]))
-        return at is not None and read_at <= at <= answered
+        key = (xr["kind"], meta.get("namespace"), meta["name"])
+        began = self.kube.deleting_since.get(key)
+        returned = self.kube.deleted_at.get(key)
+        if began is None:
+            return False
+        return began <= answered and (returned is None or returned < began or returned >= read_at)
 
     def _add(self, sample: Sample) -> None:
         with self._lock:
