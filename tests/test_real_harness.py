@@ -590,6 +590,12 @@ DELETED_CASES = [
         True,
     ),
     ("a delete begun after the read and still under way is excused", "read", None, True),
+    (
+        "a delete under way for 40 s excuses nothing: a call that hangs would excuse the route for good",
+        -40.0,
+        None,
+        False,
+    ),
     ("a route deleted before the prober read it (made again since) still lied", -5.0, -5.0, False),
     ("a route deleted only after its answer came still lied", 60.0, 60.0, False),
     ("a route never deleted lied", None, None, False),
@@ -2108,3 +2114,24 @@ def test_the_waiting_summary_puts_the_longest_wait_first_and_says_none_when_noth
     assert waiting.summary() == (
         "route-seconds waiting at creation, by what the route said: ConfigLoading (written) 4, no RoutingReady yet 1"
     )
+
+
+def test_a_delete_that_fails_is_recorded_as_returned() -> None:
+    """Else it would stand as a delete under way, and excuse its route's failures while it said True."""
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - only this test needs it
+
+    from tests.real.kube import Kube  # noqa: PLC0415
+
+    class Refusing:
+        namespaced = True
+
+        def delete(self, **_: Any) -> None:
+            raise ApiException(status=500)
+
+    kube = object.__new__(Kube)
+    kube.deleted_at, kube.deleting_since = {}, {}
+    kube._resource = lambda *_: Refusing()  # type: ignore[method-assign]
+    with pytest.raises(ApiException):
+        kube.delete("v1", "ModelRoute", "r", "t")
+    key = ("ModelRoute", "t", "r")
+    assert kube.deleting_since[key] <= kube.deleted_at[key]

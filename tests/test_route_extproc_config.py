@@ -3,6 +3,7 @@ rewritten since the route's configuration, then left alone for the load bound.""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from function.outcome import Requirement
 from function.route import extproc_config
 from function.route.view import SERVING_REQUIREMENT
 from function.upstream import extproc_config_index_name
-from tests.route_support import ALL_NAMES, READY_GW, XR, accepted_ago, gw_required
+from tests.route_support import ALL_NAMES, HTTPROUTE_KEY, READY_GW, XR, accepted_ago, gw_required
 from tests.support import (
     CLOCK,
     EXAMPLES,
@@ -27,6 +28,7 @@ from tests.support import (
     extproc_index,
     load_yaml,
     said,
+    stamp_ago,
 )
 
 
@@ -266,3 +268,66 @@ def test_the_index_is_named_as_envoy_ai_gateway_names_it(gateway: str, namespace
 def test_a_record_that_cannot_say_where_the_index_is_says_nothing(value: str | None) -> None:
     data = {} if value is None else {"extProcConfig": value}
     assert serving_record.extproc_config({"data": data}) is None
+
+
+def _index_written_by(*entries: tuple[str, float]) -> dict[str, Any]:
+    """The index with one managedFields entry per (field owned, seconds before CLOCK)."""
+    index = extproc_index(None)
+    index["metadata"]["managedFields"] = [
+        {"manager": f"m{i}", "operation": "Update", "time": stamp_ago(ago), "fieldsV1": {field: {}}}
+        for i, (field, ago) in enumerate(entries)
+    ]
+    return index
+
+
+@pytest.mark.parametrize(
+    ("index", "reason"),
+    [
+        (_index_written_by(("f:data", 40), ("f:stringData", 20)), RoutingReason.AVAILABLE),
+        (_index_written_by(("f:data", 40), ("f:metadata", 20)), RoutingReason.CONFIG_LOADING),
+    ],
+    ids=[
+        "a write recorded as owning stringData counts as a write of the data",
+        "a manager that wrote only the index's metadata rewrote no configuration",
+    ],
+)
+def test_the_index_is_rewritten_when_a_manager_writes_its_data(
+    index: dict[str, Any], reason: RoutingReason
+) -> None:
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", 30), _fetched(index), now=CLOCK)
+    assert said(rsp, "RoutingReady").reason == reason
+
+
+def _translated_later(seconds: float) -> dict[str, list[dict[str, Any]]]:
+    """What Crossplane hands, with Envoy Gateway's last write of the route's HTTPRoute status `seconds` ago."""
+    required = _fetched(extproc_index(25))
+    (route,) = required[HTTPROUTE_KEY]
+    route = copy.deepcopy(route)
+    route["metadata"]["managedFields"] = [
+        {
+            "manager": "envoy-gateway",
+            "operation": "Update",
+            "subresource": "status",
+            "time": stamp_ago(seconds),
+            "fieldsV1": {"f:status": {}},
+        }
+    ]
+    return required | {HTTPROUTE_KEY: [route]}
+
+
+def _backend_accepted_later(observed: dict[str, dict[str, Any]], seconds: float) -> dict[str, dict[str, Any]]:
+    manifest = observed["backend-vllm"]["status"]["atProvider"]["manifest"]
+    manifest.setdefault("status", {})["conditions"] = [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "lastTransitionTime": stamp_ago(seconds)}
+    ]
+    return observed
+
+
+def test_envoy_gateways_stamps_after_the_last_rewrite_do_not_hold_the_route() -> None:
+    """The route stamped 30 s ago, the index rewritten 25 s ago, and then Envoy Gateway wrote the
+    HTTPRoute's status and accepted the Backend 20 s ago: Envoy AI Gateway rewrites nothing after
+    those, so waiting for a rewrite after them would hold the route until 60 s (found in review)."""
+    observed = _backend_accepted_later(accepted_ago("route", 30), 20)
+    rsp = compose(XR, ROUTE_INPUT, observed, _translated_later(20), now=CLOCK)
+    got = said(rsp, "RoutingReady")
+    assert got.reason == RoutingReason.AVAILABLE, got.message

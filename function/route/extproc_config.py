@@ -82,13 +82,20 @@ class Hold:
 def hold(
     location: tuple[str, str] | None,
     required: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
     written: datetime | None,
+    rewritten_after: datetime | None,
     now: datetime,
     settle: timedelta,
 ) -> Hold | None:
-    """None once the route's configuration is taken as loaded: past FIRST_LOAD_BOUND, or the index
-    rewritten at or after `written` (a stamp in the same second cannot be placed before it, and
-    Envoy AI Gateway writes the bundle after it stamps the route) and left alone for `settle`."""
+    """None once the route's configuration is taken as loaded: past FIRST_LOAD_BOUND after
+    `written` (the route's whole configuration), or the index rewritten at or after
+    `rewritten_after` (the stamps of Envoy AI Gateway's own, which it writes the index after; a stamp
+    in the same second cannot be placed before it, and the route's event queues a later write) and
+    left alone for `settle`.
+
+    Clocks: the index's write is the API server's time, the stamps Envoy AI Gateway's and `now` the
+    function's. A function clock ahead by d shortens the settle by d, as it shortens the 18 s bound."""
     if written is None or not waits(written, now):
         return None
     cap = written + FIRST_LOAD_BOUND
@@ -112,7 +119,7 @@ def hold(
         )
     found = required[REQUIREMENT]
     last = readiness.data_written_at(found[0]) if found else None
-    if last is None or last < written:
+    if last is None or last < (rewritten_after or written):
         return Hold(
             f"Envoy AI Gateway has not rewritten the gateway's ext-proc configuration ({index}) since "
             "this route's was written" + at_most,

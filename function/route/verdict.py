@@ -241,7 +241,14 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             # Always more than a second: the verdict holds only while the bound has not passed.
             recheck_in=written + CONFIG_LOAD_BOUND - plan.now + timedelta(seconds=1),
         )
-    loading = extproc_config.hold(view.extproc_config, required, written, plan.now, CONFIG_LOAD_BOUND)
+    loading = extproc_config.hold(
+        view.extproc_config,
+        required,
+        written=written,
+        rewritten_after=ext_proc_config_written_at(composed, observed, plan.now),
+        now=plan.now,
+        settle=CONFIG_LOAD_BOUND,
+    )
     if loading is not None:
         return Verdict(
             ROUTING_READY, False, RoutingReason.CONFIG_LOADING, loading.message, recheck_in=loading.recheck_in
@@ -332,7 +339,32 @@ def config_written_at(
     the max of the stamps, judged as one, let such a stamp switch every hold off).
     """
     stamps = [httproute_written] if httproute_written is not None else []
+    stamps += _ai_gateway_stamps(composed, observed)
     stamps += [
+        t
+        for name in composed
+        if name.startswith(BACKEND_PREFIX)
+        and (t := readiness.condition_time(observed.get(name), ACCEPTED)) is not None
+    ]
+    return _latest_judged(stamps, now)
+
+
+def ext_proc_config_written_at(
+    composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]], now: datetime
+) -> datetime | None:
+    """The part of config_written_at that Envoy AI Gateway writes the ext-proc configuration after:
+    the AIGatewayRoute's and AIServiceBackends' Accepted stamps and spec writes. Envoy Gateway's
+    stamps (the HTTPRoute's status, a Backend's Accepted) are followed by no rewrite of it (Envoy AI
+    Gateway's controllers reconcile on a generation change, and its gateway controller does not watch
+    Backends), so a route held until the configuration was rewritten after one of them would wait out
+    the whole bound (found in review)."""
+    return _latest_judged(_ai_gateway_stamps(composed, observed), now)
+
+
+def _ai_gateway_stamps(
+    composed: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]
+) -> list[datetime]:
+    return [
         t
         for name in composed
         if name == ROUTE or name.startswith(SERVICE_BACKEND_PREFIX)
@@ -342,12 +374,10 @@ def config_written_at(
         )
         if t is not None
     ]
-    stamps += [
-        t
-        for name in composed
-        if name.startswith(BACKEND_PREFIX)
-        and (t := readiness.condition_time(observed.get(name), ACCEPTED)) is not None
-    ]
+
+
+def _latest_judged(stamps: list[datetime], now: datetime) -> datetime | None:
+    """The latest stamp not further ahead of `now` than the bound (config_written_at)."""
     judged = [t for t in stamps if t - now < CONFIG_LOAD_BOUND]
     return max(judged) if judged else None
 

@@ -254,6 +254,7 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         # The harness's deletes, which the prober tells apart (a route deleted between its read and
         # its answer): its own client records none (found in review, the excuse never applied).
         prober.kube.deleted_at = kube.deleted_at
+        prober.kube.deleting_since = kube.deleting_since
         env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack)
         env.installed = installed
         env.prober.start()

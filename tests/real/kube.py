@@ -145,7 +145,9 @@ class Kube:
         except ApiException as e:
             if e.status != 404:
                 raise
-        self.deleted_at[kind, namespace, name] = time.time()
+        finally:
+            # Returned, whatever it answered: a delete that failed must not stand as one under way.
+            self.deleted_at[kind, namespace, name] = time.time()
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: dict[str, Any]

@@ -66,6 +66,10 @@ DETECTION_S = 5
 # A read of the XRs that takes longer than this (etcd down behind a live API
 # server) is given up, so the prober's second does not stall.
 READ_TIMEOUT_S = 2
+# How long after a harness's delete call began, while it has not returned, a failed request of its
+# route is excused: the deletion takes effect inside the call, which a loaded API server answers in
+# seconds, not in half a minute.
+DELETE_UNDER_WAY_S = 30
 
 
 @dataclass(frozen=True)
@@ -446,25 +450,26 @@ class Prober:
                 judged(subject, ask())
 
     def _fresh(self, listed: dict[str, Any], read_at: float) -> tuple[dict[str, Any] | None, float]:
-        """The XR as the API server has it now, and when it was read; None if it is gone. While the
-        API server is down on purpose, the listed one and the round's read time."""
+        """The XR as the API server has it now, and when it was read; None if it is gone or cannot be
+        read now (a prober error sample says so). While a reporter is down on purpose, the listed one
+        and the round's read time: its conditions cannot move, and a hung API server would make every
+        read wait out its timeout."""
+        if self._down:
+            return listed, read_at
         meta = listed["metadata"]
         at = time.time()
         try:
-            return (
-                self.kube.get(
-                    listed["apiVersion"],
-                    listed["kind"],
-                    meta["name"],
-                    meta.get("namespace"),
-                    _request_timeout=READ_TIMEOUT_S,
-                ),
-                at,
+            got = self.kube.get(
+                listed["apiVersion"],
+                listed["kind"],
+                meta["name"],
+                meta.get("namespace"),
+                _request_timeout=READ_TIMEOUT_S,
             )
-        except Exception:
-            if not self._down:
-                raise
-            return listed, read_at
+        except Exception as e:
+            self._add(Sample(int(at), self.scenario, f"prober {e}", False, -1, False))
+            return None, at
+        return got, at
 
     def _deleted_between(self, xr: dict[str, Any], read_at: float, answered: float) -> bool:
         """Whether the harness's delete of the XR overlapped the time from the prober's read to its
@@ -475,9 +480,12 @@ class Prober:
         key = (xr["kind"], meta.get("namespace"), meta["name"])
         began = self.kube.deleting_since.get(key)
         returned = self.kube.deleted_at.get(key)
-        if began is None:
+        if began is None or began > answered:
             return False
-        return began <= answered and (returned is None or returned < began or returned >= read_at)
+        if returned is None or returned < began:
+            # Still under way: for a while only, or a call that hangs would excuse the route for good.
+            return answered - began <= DELETE_UNDER_WAY_S
+        return returned >= read_at
 
     def _add(self, sample: Sample) -> None:
         with self._lock:
