@@ -331,3 +331,13 @@ def test_envoy_gateways_stamps_after_the_last_rewrite_do_not_hold_the_route() ->
     rsp = compose(XR, ROUTE_INPUT, observed, _translated_later(20), now=CLOCK)
     got = said(rsp, "RoutingReady")
     assert got.reason == RoutingReason.AVAILABLE, got.message
+
+
+def test_a_route_whose_httproute_envoy_gateway_translated_late_still_requires_the_index() -> None:
+    """Its configuration counts from Envoy Gateway's last write of its HTTPRoute too (30 s ago, its own
+    stamps 90 s ago): required while the verdict waits on it, so the hold never waits for a fetch no
+    call asks for."""
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", 90), _translated_later(30), now=CLOCK)
+    assert extproc_config.REQUIREMENT in rsp.requirements
+    # Rewritten 25 s ago, after the route's own stamps: loaded.
+    assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
