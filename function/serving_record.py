@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from function import naming
 
@@ -46,6 +46,11 @@ _LISTENER = "listener"
 # until the configuration written after its own has been left alone long enough to load
 # (function/route/extproc_config.py).
 _EXTPROC_CONFIG = "extProcConfig"
+# What the record says where Envoy AI Gateway writes the configuration as one Secret (before v1.1.0,
+# which writes no bundle): mounted as one volume and swapped whole, nothing half-written to wait out.
+WHOLE: Final = "whole"
+# (namespace, name) of a bundle's index, or WHOLE.
+ExtProcConfig = tuple[str, str] | Literal["whole"]
 
 
 def record_name(gateway_xr_name: str) -> str:
@@ -61,7 +66,7 @@ def build(
     ready: bool,
     reason: str,
     listener: Mapping[str, Any] | None = None,
-    extproc_config: tuple[str, str] | None = None,
+    extproc_config: ExtProcConfig | None = None,
 ) -> dict[str, Any]:
     """The ConfigMap: the published `status.gateway`, GatewayReady as decided, the first listener's
     spec that `gateway` was published for, and where the ext-proc configuration's index is
@@ -73,7 +78,9 @@ def build(
     }
     if listener is not None:
         data[_LISTENER] = _compact(listener)
-    if extproc_config is not None:
+    if extproc_config == WHOLE:
+        data[_EXTPROC_CONFIG] = _compact({WHOLE: True})
+    elif extproc_config is not None:
         at, index = extproc_config
         data[_EXTPROC_CONFIG] = _compact({"namespace": at, "name": index})
     return {
@@ -108,10 +115,12 @@ def published_listener(record: Mapping[str, Any] | None) -> dict[str, Any] | Non
     return _read(record, _LISTENER)
 
 
-def extproc_config(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    """(namespace, name) of the gateway's ext-proc configuration index; None where the record says
-    none (one of an earlier version) or it cannot be read."""
+def extproc_config(record: Mapping[str, Any] | None) -> ExtProcConfig | None:
+    """(namespace, name) of the gateway's ext-proc configuration index, or WHOLE; None where the record
+    says none (one of an earlier version) or it cannot be read."""
     where = _read(record, _EXTPROC_CONFIG) or {}
+    if where.get(WHOLE) is True:
+        return WHOLE
     namespace, name = where.get("namespace"), where.get("name")
     if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
         return namespace, name

@@ -255,6 +255,7 @@ def test_the_index_is_named_as_envoy_ai_gateway_names_it(gateway: str, namespace
         '{"namespace": "a"}',
         '{"namespace": "", "name": "b"}',
         '{"namespace": 1, "name": "b"}',
+        '{"whole": "true"}',
     ],
     ids=[
         "absent (a record of an earlier version)",
@@ -263,6 +264,7 @@ def test_the_index_is_named_as_envoy_ai_gateway_names_it(gateway: str, namespace
         "without a name",
         "with an empty namespace",
         "with a namespace that is not a string",
+        "saying whole with a string, not true",
     ],
 )
 def test_a_record_that_cannot_say_where_the_index_is_says_nothing(value: str | None) -> None:
@@ -341,3 +343,27 @@ def test_a_route_whose_httproute_envoy_gateway_translated_late_still_requires_th
     assert extproc_config.REQUIREMENT in rsp.requirements
     # Rewritten 25 s ago, after the route's own stamps: loaded.
     assert said(rsp, "RoutingReady").reason == RoutingReason.AVAILABLE
+
+
+def _whole(required: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The serving record of a gateway on Envoy AI Gateway before v1.1.0: one Secret, no index."""
+    (record,) = required[SERVING_REQUIREMENT]
+    data = record["data"] | {"extProcConfig": '{"whole":true}'}
+    return {SERVING_REQUIREMENT: [record | {"data": data}]} | {
+        k: v for k, v in required.items() if k not in (SERVING_REQUIREMENT, extproc_config.REQUIREMENT)
+    }
+
+
+def test_before_v1_1_a_gateway_says_its_configuration_is_one_secret() -> None:
+    """Envoy AI Gateway v1.0.0 writes no bundle: the Input's marker empty, as documented for it."""
+    gateway = load_yaml(EXAMPLES / "inference-gateway" / "xr.yaml")[0]
+    record = compose(gateway, GATEWAY_INPUT | {"extProcMarkerAnnotation": ""}, {}).resources[SERVING_RECORD]
+    assert serving_record.extproc_config(record) == serving_record.WHOLE
+
+
+def test_a_route_on_a_configuration_written_whole_waits_only_for_the_load_bound() -> None:
+    """No index to require or wait on: True once the 18 s have passed, 30 s after its write."""
+    rsp = compose(XR, ROUTE_INPUT, accepted_ago("route", 30), _whole(gw_required(READY_GW)), now=CLOCK)
+    assert extproc_config.REQUIREMENT not in rsp.requirements
+    got = said(rsp, "RoutingReady")
+    assert got.reason == RoutingReason.AVAILABLE, got.message

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from function import naming, readiness
+from function import naming, readiness, serving_record
 from function.api import DeploymentNaming, InferenceGatewaySpec, Input
 from function.objects import Target, held_name, target_ref
 from function.upstream import extproc_config_index_name
@@ -126,9 +126,13 @@ class GatewayPlan:
         return namespace, name
 
     @property
-    def extproc_config(self) -> tuple[str, str]:
+    def extproc_config(self) -> serving_record.ExtProcConfig:
         """(namespace, name) of the index of the ext-proc configuration Envoy AI Gateway writes for the
-        Gateway: beside the Envoy pods (its controller writes it where it finds them)."""
+        Gateway: beside the Envoy pods (its controller writes it where it finds them). Before v1.1.0
+        (the Input's marker empty, as documented for those releases) it writes no bundle, only one
+        Secret, which the pods mount whole."""
+        if not self.inp.ext_proc_marker_annotation:
+            return serving_record.WHOLE
         return self.deployment[0], extproc_config_index_name(self.gateway_name, self.namespace)
 
     @property

@@ -42,6 +42,7 @@ from typing import Any
 
 from function import readiness
 from function.outcome import Requirement
+from function.serving_record import WHOLE, ExtProcConfig
 
 # The key Crossplane hands the index Secret under.
 REQUIREMENT = "extproc-config-index"
@@ -60,10 +61,10 @@ def waits(written: datetime | None, now: datetime) -> bool:
 
 
 def requirements(
-    location: tuple[str, str] | None, written: datetime | None, now: datetime
+    location: ExtProcConfig | None, written: datetime | None, now: datetime
 ) -> dict[str, Requirement]:
     """The index Secret, while the route waits on it and its gateway says where it is."""
-    if location is None or not waits(written, now):
+    if location is None or location == WHOLE or not waits(written, now):
         return {}
     namespace, name = location
     return {REQUIREMENT: Requirement(api_version="v1", kind="Secret", name=name, namespace=namespace)}
@@ -80,7 +81,7 @@ class Hold:
 
 
 def hold(
-    location: tuple[str, str] | None,
+    location: ExtProcConfig | None,
     required: Mapping[str, Sequence[Mapping[str, Any]]],
     *,
     written: datetime | None,
@@ -96,7 +97,8 @@ def hold(
 
     Clocks: the index's write is the API server's time, the stamps Envoy AI Gateway's and `now` the
     function's. A function clock ahead by d shortens the settle by d, as it shortens the 18 s bound."""
-    if written is None or not waits(written, now):
+    if written is None or not waits(written, now) or location == WHOLE:
+        # WHOLE: one Secret, one volume, swapped whole: the load bound alone covers it.
         return None
     cap = written + FIRST_LOAD_BOUND
     at_most = (

@@ -65,7 +65,7 @@ class GatewayView:
     deleting: bool = False
     # (namespace, name) of the gateway's ext-proc configuration index, as its serving record says;
     # None where the route read the InferenceGateway itself, or a record of an earlier version.
-    extproc_config: tuple[str, str] | None = None
+    extproc_config: serving_record.ExtProcConfig | None = None
 
 
 def _str(value: Any) -> str | None:
