@@ -271,6 +271,7 @@ def compose(
         unresolved=unresolved,
         required=required,
         http_route=http_route,
+        written=written,
     )
     outcome.verdict = verdict
     outcome.ttl = min(

@@ -66,6 +66,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     unresolved: Mapping[str, Sequence[str]],
     required: Mapping[str, Sequence[Mapping[str, Any]]],
     http_route: httproute.Reading,
+    written: datetime | None,
 ) -> Verdict:
     """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
     references readable, route and backends Accepted, configuration loaded, and a backend that
@@ -224,7 +225,8 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             RoutingReason.ROUTE_NOT_ACCEPTED,
             f"AIGatewayRoute {plan.xr_namespace}/{plan.route_name} says Accepted, but {untranslated}",
         )
-    written = config_written_at(composed, observed, http_route.last_written, plan.now)
+    # `written` is config_written_at's, which the composer reads once for this verdict and the index
+    # requirement alike.
     # A stamp further ahead than the bound is a clock that disagrees with ours: config_written_at
     # leaves it out, so it neither holds True back for as long as it is ahead nor ends the others'.
     if written is not None and plan.now - written < CONFIG_LOAD_BOUND:
