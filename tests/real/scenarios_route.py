@@ -171,10 +171,6 @@ TRUTH_BOUND_S = 5
 QUIET_S = 10.0
 
 
-# How long no route's word may change before rollout_at_scale rolls Envoy (a precondition).
-CREATION_QUIET_S = 15.0
-
-
 def _restart_envoy(env: Env) -> float:
     """Roll the Envoy Deployment under a Ready route (kubectl rollout restart): when it began."""
     dep = env.deployment()
@@ -1398,7 +1394,7 @@ def _count_stale_truth(
         def settled() -> bool:
             watcher.check()
             last = max((s.at for s in watcher.words() if s.xr in members), default=0.0)
-            return time.time() - last >= CREATION_QUIET_S
+            return time.time() - last >= QUIET_S
 
         # A precondition, as _restart_envoy's: this measures a rollout under settled routes. Routes
         # that wait on their gateway's ext-proc configuration turn True together once it is left
@@ -1406,7 +1402,7 @@ def _count_stale_truth(
         # Crossplane wrote a stale RoutingReady=True condition back over the flip for 8 routes
         # (make scale of 1c04304; status.serving stayed right, and no request was judged a lie).
         # That edge is open (docs/operations.md, "A rollout under routes just turned True").
-        wait(f"no route's word changed for {CREATION_QUIET_S:.0f} s", settled, 180, interval=0.5)
+        wait(f"no route's word changed for {QUIET_S:.0f} s", settled, 180, interval=0.5)
         before = meter.read()
         # From when the rollout began: _restart_envoy first waits out any word the last one left.
         started = _restart_envoy(env)
