@@ -2135,3 +2135,79 @@ def test_a_delete_that_fails_is_recorded_as_returned() -> None:
         kube.delete("v1", "ModelRoute", "r", "t")
     key = ("ModelRoute", "t", "r")
     assert kube.deleting_since[key] <= kube.deleted_at[key]
+
+
+def _obj(name: str, version: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "t", "resourceVersion": str(version)}}
+
+
+# Each case: what each LIST answers (objects, the list's version), what each watch call answers
+# (its events, then how it ends: None for the server's timeout, or an HTTP status), and what the
+# watch must have asked for and heard.
+WATCH_CASES = [
+    pytest.param(
+        [([_obj("r-a", 9), _obj("r-b", 4)], 12)],
+        [([], None), ([("MODIFIED", _obj("r-a", 13))], None)],
+        {"versions": ["12", "12"], "heard": ["ADDED r-a 9", "ADDED r-b 4", "MODIFIED r-a 13"]},
+        id="a watch goes on from its list's version, not from the version of the object listed last",
+    ),
+    pytest.param(
+        [([_obj("r-a", 3)], 5), ([_obj("r-a", 20)], 21)],
+        [([("MODIFIED", _obj("r-a", 6))], 410), ([], None)],
+        {"versions": ["5", "21"], "heard": ["ADDED r-a 3", "MODIFIED r-a 6", "GAP", "ADDED r-a 20"]},
+        id="a watch its server can no longer serve lists afresh and says a gap came first",
+    ),
+    pytest.param(
+        [([_obj("r-a", 3)], 5)],
+        [([("MODIFIED", _obj("r-a", 7))], 503), ([], None)],
+        {"versions": ["5", "7"], "heard": ["ADDED r-a 3", "MODIFIED r-a 7"]},
+        id="a watch the server cannot answer for a moment goes on from the last change it heard",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lists", "watches", "want"), WATCH_CASES)
+def test_the_kube_watch(lists: list[Any], watches: list[Any], want: dict[str, Any]) -> None:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - only these tests need it
+
+    from tests.real.kube import Kube  # noqa: PLC0415
+
+    stop = threading.Event()
+    asked: list[str] = []
+    heard: list[str] = []
+    listing = iter(lists)
+    answers = iter(watches)
+
+    class Listed:
+        def __init__(self, items: list[dict[str, Any]], version: int) -> None:
+            self.found = {"metadata": {"resourceVersion": str(version)}, "items": items}
+
+        def to_dict(self) -> dict[str, Any]:
+            return copy.deepcopy(self.found)
+
+    class Resource:
+        def get(self, namespace: str | None) -> Listed:
+            assert namespace == "t"
+            return Listed(*next(listing))
+
+    def watching(_: Any, *, resource_version: str, **__: Any) -> Iterator[dict[str, Any]]:
+        asked.append(resource_version)
+        events, end = next(answers, ([], None))
+        yield from ({"type": t, "raw_object": {"kind": "ModelRoute", **copy.deepcopy(o)}} for t, o in events)
+        if end is not None:
+            raise ApiException(status=end)
+        if len(asked) >= len(watches):
+            stop.set()
+
+    def on_event(event: str, obj: dict[str, Any], _: float) -> None:
+        meta = obj.get("metadata") or {}
+        heard.append(" ".join(x for x in (event, meta.get("name"), meta.get("resourceVersion")) if x))
+        if obj:
+            assert obj["kind"] == "ModelRoute", "each object says what it is, as a watch's do"
+
+    kube = object.__new__(Kube)
+    kube._resource = lambda *_: Resource()  # type: ignore[method-assign]
+    kube.dyn = SimpleNamespace(watch=watching)  # type: ignore[assignment]
+    stop.wait = lambda *_: True  # type: ignore[method-assign] # no pause between tries
+    kube.watch("ai.example.org/v1alpha1", "ModelRoute", "t", stop, on_event)
+    assert {"versions": asked, "heard": heard} == want

@@ -103,17 +103,26 @@ class Kube:
     ) -> None:
         """Every change of one kind, as on_event(type, object, when it arrived), until stop is set.
 
-        First an ADDED per object as it stands, then each change as the API server sends it. A
-        watch the server ends (its timeout) or cannot answer for a moment (429, 5xx, a broken
-        connection) goes on from the last version seen, so nothing is missed. One it can no
-        longer serve from there (410 Gone) starts afresh, with the objects as they stand again:
-        what changed in between is lost, and on_event hears ("GAP", {}, when) first.
+        First an ADDED per object as a list found it, then each change as the API server sends it,
+        from the list's version. A watch the server ends (its timeout) or cannot answer for a moment
+        (429, 5xx, a broken connection) goes on from the last version seen, so nothing is missed. One
+        it can no longer serve from there (410 Gone) lists afresh, with the objects as they stand
+        again: what changed in between is lost, and on_event hears ("GAP", {}, when) first.
+
+        The list, not a watch from no version, starts it: such a watch's first events are the
+        objects in key order, each at its own version, and the last of them is no version to go
+        on from. Going on from it, a watch sends again every change made after that one object's
+        last, older words of the objects listed after it among them: a route's False and True
+        from before a rollout, heard again during it (the make scale of add52c0 counted them as
+        routes said True again; etcd's own history of them shows no such write).
         """
         res = self._resource(api_version, kind)
         version: str | None = None
         while not stop.is_set():
             watcher = watch.Watch()
             try:
+                if version is None:
+                    version = self._list_from(res, api_version, kind, namespace, on_event)
                 # With a timeout, the client raises every ERROR event as an ApiException.
                 for event in self.dyn.watch(
                     res, namespace=namespace, resource_version=version, timeout=5, watcher=watcher
@@ -136,6 +145,21 @@ class Kube:
                 stop.wait(0.5)
             finally:
                 watcher.stop()
+
+    @staticmethod
+    def _list_from(
+        res: Any,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        on_event: Callable[[str, dict[str, Any], float], None],
+    ) -> str:
+        """ADDED for each object a list finds; the list's version, which a watch goes on from."""
+        found = res.get(namespace=namespace).to_dict()
+        at = time.time()
+        for item in found.get("items") or []:
+            on_event("ADDED", {"apiVersion": api_version, "kind": kind, **item}, at)
+        return str(found["metadata"]["resourceVersion"])
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         res = self._resource(api_version, kind)
