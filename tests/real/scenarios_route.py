@@ -1389,20 +1389,9 @@ def _count_stale_truth(
     try:
         wait("the watches' first word of every route", lambda: watcher.knows([gateway_xr, *routes]), 60)
 
-        members = set(routes)
-
-        def settled() -> bool:
-            watcher.check()
-            last = max((s.at for s in watcher.words() if s.xr in members), default=0.0)
-            return time.time() - last >= QUIET_S
-
-        # A precondition, as _restart_envoy's: this measures a rollout under settled routes. Routes
-        # that wait on their gateway's ext-proc configuration turn True together once it is left
-        # alone, and a rollout begun 4 s after 40 of them did met their status writes in flight:
-        # Crossplane wrote a stale RoutingReady=True condition back over the flip for 8 routes
-        # (make scale of 1c04304; status.serving stayed right, and no request was judged a lie).
-        # That edge is open (docs/operations.md, "A rollout under routes just turned True").
-        wait(f"no route's word changed for {QUIET_S:.0f} s", settled, 180, interval=0.5)
+        # No settle first: routes that waited on their gateway's ext-proc configuration turn
+        # True together once it is left alone, and a rollout may begin while their writes are in
+        # flight; what they say then is part of what this measures (docs/operations.md).
         before = meter.read()
         # From when the rollout began: _restart_envoy first waits out any word the last one left.
         started = _restart_envoy(env)
