@@ -27,7 +27,7 @@ from function.conditions import (
     last_decided,
 )
 from function.fn import FunctionRunner
-from function.outcome import Outcome, Requirement, write
+from function.outcome import Outcome, Requirement, selects, write
 from tests import test_claims as claims_fixtures
 from tests.known_bad import HTTPS_LISTENER
 from tests.route_support import gw_required
@@ -937,7 +937,9 @@ def test_the_next_call_is_the_verdict_s_usual_ttl_or_sooner(
 ) -> None:
     outcome = Outcome(verdict=Verdict(ROUTING_READY, ready, "r", "m"), ttl=ttl)
     assert outcome.next_call() == want
-    assert _written(outcome).meta.ttl.ToTimedelta() == want
+    written = _written(outcome)
+    assert written.meta.ttl.ToTimedelta() == want
+    assert written.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
 
 
 def test_an_outcome_without_a_verdict_sets_no_condition_ready_or_ttl_of_its_own() -> None:
@@ -1012,3 +1014,50 @@ def test_a_first_call_handed_what_an_old_selector_found_is_not_taken_for_the_rec
     rsp = asyncio.run(runner.RunFunction(make_request(renamed, ROUTE_INPUT, ROUTE_COMPOSED, seeded), None))
     assert set(rsp.requirements.resources) <= set(seeded), "every key was handed"
     assert lines.transitions() == [], "a decision made of the old model's claimants was logged"
+
+
+def _selector(**fields: Any) -> fnv1.ResourceSelector:
+    labels = fields.pop("labels", None)
+    selector = fnv1.ResourceSelector(api_version="v1", kind="Secret", **fields)
+    if labels is not None:
+        selector.match_labels.labels.update(labels)
+    return selector
+
+
+def _doc(
+    kind: str = "Secret", namespace: str = "platform", name: str = "idx", **labels: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {"namespace": namespace, "name": name, "labels": labels},
+    }
+
+
+@pytest.mark.parametrize(
+    ("selector", "doc", "want"),
+    [
+        (_selector(match_name="idx", namespace="platform"), _doc(), True),
+        (_selector(match_name="idx", namespace="platform"), _doc(kind="ConfigMap"), False),
+        (_selector(match_name="idx", namespace="platform"), {**_doc(), "apiVersion": "v2"}, False),
+        (_selector(match_name="idx", namespace="platform"), _doc(namespace="team-a"), False),
+        (_selector(match_name="idx"), _doc(namespace="team-a"), True),
+        (_selector(match_name="idx", namespace="platform"), _doc(name="other"), False),
+        (_selector(labels={"team": "a"}), _doc(team="a"), True),
+        (_selector(labels={"team": "a"}), _doc(team="b"), False),
+    ],
+    ids=[
+        "an object of the kind, namespace and name the selector names is selected",
+        "an object of another kind by the same name is not",
+        "an object of another apiVersion is not",
+        "an object in another namespace than the one named is not",
+        "a selector that names no namespace selects the name in any",
+        "an object of another name is not, whatever its labels",
+        "an object carrying every label of a label selector is selected",
+        "an object whose label has another value is not",
+    ],
+)
+def test_a_requirement_selects_what_crossplane_would_hand_for_it(
+    selector: fnv1.ResourceSelector, doc: dict[str, Any], want: bool
+) -> None:
+    assert selects(selector, doc) is want

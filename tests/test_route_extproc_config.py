@@ -124,6 +124,22 @@ CASES = [
         15,
     ),
     Case(
+        "an index not fetched 50 s after the route's write is asked for again when the hold ends",
+        50,
+        _not_fetched(),
+        RoutingReason.CONFIG_LOADING,
+        "waiting for Crossplane to fetch Secret",
+        11,
+    ),
+    Case(
+        "a record that does not say where the index is 50 s after the write is read again when the hold ends",
+        50,
+        _without_location(gw_required(READY_GW)),
+        RoutingReason.CONFIG_LOADING,
+        "does not say where",
+        11,
+    ),
+    Case(
         "a hold on a rewritten index ends 60 s after the route's write, before the index has settled",
         55,
         _fetched(extproc_index(5)),
@@ -231,11 +247,13 @@ def test_in_gateway_namespace_mode_the_index_is_beside_the_gateway() -> None:
         ("inference", "platform", "inference-platform-5c764c69a0b7"),
         ("g" * 250, "ns", "g" * 240 + "-" + "x"),
         ("-edge-", "ns", "edge--ns-" + "x"),
+        ("a" * 239 + "-" + "b" * 10, "ns", "a" * 239 + "-x"),
     ],
     ids=[
         "a short name is the gateway, its namespace and the hash",
         "a long one is cut to 253 characters from the front part's end, the hash kept whole",
         "dashes at the front part's ends are trimmed",
+        "a dash the cut leaves at the front part's end is trimmed",
     ],
 )
 def test_the_index_is_named_as_envoy_ai_gateway_names_it(gateway: str, namespace: str, name: str) -> None:
