@@ -1052,7 +1052,7 @@ def _doc(
         "an object of another apiVersion is not",
         "an object in another namespace than the one named is not",
         "a selector that names no namespace selects the name in any",
-        "an object of another name is not, whatever its labels",
+        "an object of another name is not",
         "an object carrying every label of a label selector is selected",
         "an object whose label has another value is not",
     ],
