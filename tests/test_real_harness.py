@@ -1227,6 +1227,41 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
         "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0; "
         "resident MB with the routes created: function 70, crossplane 251"
     )
+    early = [s * 2 for s in follow]
+    record = report.scale_record(
+        100,
+        follow,
+        9.0,
+        creation,
+        rollout,
+        published=published,
+        objects=400,
+        right_after_creation=(early, follow),
+    )
+    assert report.scale_line(record) == (
+        "scale: N=100 routes on one gateway: all false within p50 50 s, p99 99 s, max 100 s "
+        "(published: p50 55 s, p99 104 s, max 105 s) at rest, p99 198 s (published 99 s) right after creation; "
+        "all true again within 9 s of the gateway; all true after creation in 150 s (150 s per 100 routes); "
+        "function calls per route per transition 2.0; API requests per route per transition 6 (5 writes); "
+        "cpu s per 100 routes per transition: function 1.0, crossplane 5.0, provider-kubernetes 0.0, apiserver 20.0; "
+        "resident MB with the routes created: function 70, crossplane 251"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "calls", "last_write", "rested"),
+    [
+        ("routes called once a TTL and written 10 s ago are at rest", 8, 90.0, True),
+        ("one call per five routes is still at rest", 20, 90.0, True),
+        ("a call more than one per five routes is not", 21, 90.0, False),
+        ("a write 9 s ago is not, however few the calls", 0, 91.0, False),
+        ("Crossplane's queue after a burst of routes turned True is not", 100, 99.5, False),
+    ],
+)
+def test_routes_at_rest_before_the_rollout_the_goal_judges(
+    name: str, calls: int, last_write: float, rested: bool
+) -> None:
+    assert costs.at_rest(calls, last_write, now=100.0, routes=100, window=10.0) is rested, name
 
 
 def test_a_components_memory_is_its_sessions_resident_pages() -> None:

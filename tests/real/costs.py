@@ -156,6 +156,15 @@ def calls(function_log: str, kind: str, since: float, until: float) -> int:
     return sum(c.xr.startswith(kind + " ") and since <= c.at < until for c in answered(function_log))
 
 
+def at_rest(calls_in_window: int, last_write: float, now: float, routes: int, window: float) -> bool:
+    """Whether N routes are at rest: no write of theirs for `window` seconds, and the function called
+    for them at most once per five routes in it. A settled route is called once per 2-minute TTL
+    (N/12 calls in 10 s); a route whose status was just written is called again for each of
+    Crossplane's three writes (a reconcile every few seconds, each a server-side apply of its
+    Objects), and that queue, not the gateway, is what a rollout begun then would measure."""
+    return now - last_write >= window and calls_in_window <= routes / 5
+
+
 def decided_true_again(calls_made: list[Call], gateway: str, since: float) -> tuple[list[str], float, float]:
     """From the function's own calls: the XRs it decided ready again after it had decided them
     not ready, while it judged `gateway` ("<Kind> <ns>/<name>") not ready after `since`; with

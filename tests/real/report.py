@@ -157,13 +157,15 @@ def scale_record(
     *,
     published: list[float],
     objects: int,
+    right_after_creation: tuple[list[float], list[float]] | None = None,
 ) -> dict[str, Any]:
     """Issue #31's figures of one scale run, as `make scale` writes them for tools/cost_model.py:
     how fast N routes followed their gateway through a rollout, by the issue's measure (`follow`:
     decisions and lastTransitionTime, costs.follow_times) and as a client reads it (`published`:
     each XR's word as a watch delivered it, timeline.outage), and what creation and the rollout
-    cost."""
-    return {
+    cost. `follow` and `published` are of a rollout under routes at rest; `right_after_creation`,
+    the same two of one begun as soon as every route said True."""
+    record = {
         "routes": n,
         "stack": versions_line(),
         "objects_per_route": round(objects / n, 2),  # provider-kubernetes Objects the routes composed
@@ -173,6 +175,10 @@ def scale_record(
         "creation": _phase_record(creation),
         "rollout": _phase_record(rollout),
     }
+    if right_after_creation is not None:
+        early, early_published = right_after_creation
+        record["right_after_creation"] = {"follow_s": spread(early), "published_s": spread(early_published)}
+    return record
 
 
 def scale_line(record: dict[str, Any]) -> str:
@@ -180,6 +186,7 @@ def scale_line(record: dict[str, Any]) -> str:
     follow, creation, rollout = record["follow_s"], record["creation"], record["rollout"]
     published = record.get("published_s")
     n = record["routes"]
+    early = record.get("right_after_creation")
     cpu = ", ".join(f"{name.removeprefix('kube-')} {rollout['cpu_per_100'][name]:.1f}" for name in NAMED)
     memory = ", ".join(f"{name} {creation['memory_mb'][name]:.0f}" for name in MEMORY_NAMED)
     return (
@@ -189,6 +196,12 @@ def scale_line(record: dict[str, Any]) -> str:
             f" (published: p50 {published['p50']:.0f} s, p99 {published['p99']:.0f} s, "
             f"max {published['max']:.0f} s)"
             if published
+            else ""
+        )
+        + (
+            f" at rest, p99 {early['follow_s']['p99']:.0f} s (published {early['published_s']['p99']:.0f} s) "
+            "right after creation"
+            if early
             else ""
         )
         + "; all true again within "

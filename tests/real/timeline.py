@@ -205,6 +205,9 @@ class Watcher:
     errors: list[str] = field(default_factory=list)
     # When a watch started afresh (410 Gone): the words between its last delivery and then are lost.
     gaps: list[float] = field(default_factory=list)
+    # When the last event of any kind arrived, a word or not: Crossplane's writes that change no word
+    # (its managedFields, a condition's stamp) are reconciles still going on.
+    last_event: float = 0.0
     _last: dict[str, tuple[bool, bool]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -249,6 +252,8 @@ class Watcher:
             with self._lock:
                 self.gaps.append(at)
             return
+        with self._lock:
+            self.last_event = max(self.last_event, at)
         if event == "DELETED":
             return
         kind, meta = obj["kind"], obj["metadata"]
