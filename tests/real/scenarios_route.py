@@ -1344,8 +1344,6 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         # after the last route turned True, and the first route decided False 5 s after its
         # gateway, p99 11 s, behind that queue on an API server at two cores.
         _, early, early_published, _ = _count_stale_truth(env, r, set(names), meter, "right after creation: ")
-        assert max(early) <= SCALE_FOLLOW_BOUND_S, r.notes[-2]
-        assert max(early_published) <= SCALE_FOLLOW_BOUND_S, r.notes[-2]
         rested = _wait_at_rest(env, meter, len(names))
         r.notes.append(f"at rest {rested:.0f} s after the routes were True again")
         rollout, follow, published, back = _count_stale_truth(env, r, set(names), meter, "at rest: ")
@@ -1365,8 +1363,9 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         (SCALE_OUT / f"routes-{SCALE_ROUTES}.json").write_text(json.dumps(record, indent=2) + "\n")
         r.line = scale_line(record)
         # The gates come after the figures are written: make scale-curve fits them whatever N did.
-        assert record["follow_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
-        assert record["published_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
+        for measure in (record, record["right_after_creation"]):
+            assert measure["follow_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
+            assert measure["published_s"]["max"] <= SCALE_FOLLOW_BOUND_S, r.line
         assert record["follow_s"]["p99"] <= SCALE_P99_GOAL_S, (
             f"issue #31's goal: every route False within {SCALE_P99_GOAL_S:.0f} s (p99) of its gateway; "
             f"{r.line}"
