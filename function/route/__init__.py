@@ -272,6 +272,7 @@ def compose(
         required=required,
         http_route=http_route,
         written=written,
+        in_effect=outcome.ready,
     )
     outcome.verdict = verdict
     outcome.ttl = min(

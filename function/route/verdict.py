@@ -67,10 +67,12 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
     required: Mapping[str, Sequence[Mapping[str, Any]]],
     http_route: httproute.Reading,
     written: datetime | None,
+    in_effect: Mapping[str, bool],
 ) -> Verdict:
     """RoutingReady: gateway readable and GatewayReady, the model not held by an older route,
     references readable, route and backends Accepted, configuration loaded, and a backend that
-    takes requests serving."""
+    takes requests serving. `in_effect` says of each composed Object whether it is in effect as
+    composed (Outcome.judge_ready): judged once a call, it was half of a call's CPU judged twice."""
     if view.attachment is None:
         return Verdict(ROUTING_READY, False, RoutingReason.GATEWAY_NOT_FOUND, view.missing)
     gateway_ready = view.ready
@@ -144,7 +146,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
             "so this one's backends get none of its requests",
         )
     # Before Accepted: upstream accepts the policies and Backends whatever these say.
-    fails_over = readiness.in_effect_as_composed(observed.get(TRAFFIC_POLICY), composed[TRAFFIC_POLICY])
+    fails_over = in_effect[TRAFFIC_POLICY]
     takers = taking_requests(plan.spec, fails_over=fails_over)
     broken = [f"{b.name}: {why}" for b in takers for why in unresolved.get(b.name, ())]
     if broken:
@@ -183,7 +185,7 @@ def derive_verdict(  # noqa: PLR0911, PLR0912 - one return per reason, in order
         # The traffic policy decides which backends take requests, not whether any does.
         if name not in (ROUTE, GATEWAY_OBSERVER, TRAFFIC_POLICY)
         and not name.startswith((WORKLOAD_PREFIX, MODEL_CHECK_PREFIX))
-        and not readiness.in_effect_as_composed(observed.get(name), composed[name])
+        and not in_effect[name]
     )
     if waiting:
         unreadable = [name for name in waiting if readiness.read_failed(observed.get(name))]
