@@ -1395,9 +1395,14 @@ def _meter(env: Env) -> Meter:
     )
 
 
+def _scale_watcher(env: Env) -> Watcher:
+    """A watch of the gateway's and the routes' XRs, as the API server publishes them."""
+    return Watcher(env.kube, [(XR_API, "InferenceGateway", GATEWAY[0]), (XR_API, "ModelRoute", ROUTE[0])])
+
+
 def _wait_at_rest(env: Env, meter: Meter, routes: int) -> float:
     """Wait until the routes are at rest (costs.at_rest): how long that took."""
-    watcher = Watcher(env.kube, [(XR_API, "InferenceGateway", GATEWAY[0]), (XR_API, "ModelRoute", ROUTE[0])])
+    watcher = _scale_watcher(env)
     began = time.time()
     watcher.start()
 
@@ -1431,7 +1436,7 @@ def _count_stale_truth(
     every route said True again, as published."""
     gateway_xr = f"InferenceGateway {GATEWAY[0]}/{GATEWAY[1]}"
     routes = [f"ModelRoute {ROUTE[0]}/{n}" for n in sorted(names)]
-    watcher = Watcher(env.kube, [(XR_API, "InferenceGateway", GATEWAY[0]), (XR_API, "ModelRoute", ROUTE[0])])
+    watcher = _scale_watcher(env)
     watcher.start()
     started = math.inf
 
