@@ -83,8 +83,11 @@ class Env:
         sup: Supervisor,
         *,
         envoy: EnvoyStack,
+        etcd_url: str = "",
     ) -> None:
         self.kube = kube
+        # etcd's client URL: make scale reads who wrote what from its history (tests/real/etcd_history.py).
+        self.etcd_url = etcd_url
         # Every component's process: fault scenarios kill, hang and restart them.
         self.sup = sup
         # Envoy Gateway and Envoy AI Gateway: the upgrade scenario replaces the latter.

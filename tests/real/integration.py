@@ -255,7 +255,7 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         # its answer): its own client records none (found in review, the excuse never applied).
         prober.kube.deleted_at = kube.deleted_at
         prober.kube.deleting_since = kube.deleting_since
-        env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack)
+        env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack, etcd_url=cp.etcd_url)
         env.installed = installed
         env.prober.start()
         env.start_releasing()

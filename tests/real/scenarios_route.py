@@ -32,6 +32,7 @@ from tests.real.costs import (
 )
 from tests.real.dataplane import POD_PROCESS_PREFIX
 from tests.real.envoy import AIGW_CONTROLLER
+from tests.real.etcd_history import Etcd
 from tests.real.harness import (
     AIGW_API,
     CONVERGE_S,
@@ -1301,6 +1302,9 @@ SCALE_SETTLE_S = 3.0
 # route or its gateway for this long, and few calls; waited for at most SCALE_REST_WAIT_S.
 SCALE_REST_WINDOW_S = 10.0
 SCALE_REST_WAIT_S = 240.0
+# Where the API server keeps the scale routes' XRs and their Objects in etcd.
+SCALE_XR_KEYS = f"/registry/ai.example.org/modelroutes/{ROUTE[0]}/scale-"
+SCALE_OBJECT_KEYS = f"/registry/kubernetes.m.crossplane.io/objects/{ROUTE[0]}/scale-"
 
 
 def rollout_at_scale(env: Env, r: Report) -> None:
@@ -1317,7 +1321,9 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
     meter = _meter(env)
+    etcd = Etcd(env.etcd_url)
     before = meter.read()
+    before_rev = etcd.revision()
     for name in names:
         env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
     waiting = Waiting(set(names))
@@ -1330,6 +1336,7 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         interval=2,
     )
     created = meter.read()
+    created_rev = etcd.revision()
     creation = between(
         "creation", before, created, SCALE_ROUTES, calls_made=meter.calls("ModelRoute", before.at, created.at)
     )
@@ -1344,10 +1351,26 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         # after the last route turned True, and the first route decided False 5 s after its
         # gateway, p99 11 s, behind that queue on an API server at two cores.
         _, early, early_published, _ = _count_stale_truth(env, r, set(names), meter, "right after creation: ")
+        # Read now, within etcd's compaction window of creation's start (tests/real/etcd_history.py).
+        writes = {
+            "creation": _writes(
+                etcd, r, "creation", since=before_rev, until=created_rev, n=SCALE_ROUTES, per="per route"
+            )
+        }
         rested = _wait_at_rest(env, meter, len(names))
         r.notes.append(f"at rest {rested:.0f} s after the routes were True again")
+        rollout_rev = etcd.revision()
         rollout, follow, published, back = _count_stale_truth(env, r, set(names), meter, "at rest: ")
         r.notes.append(rollout.summary())
+        writes["rollout"] = _writes(
+            etcd,
+            r,
+            "the rollout at rest",
+            since=rollout_rev,
+            until=etcd.revision(),
+            n=SCALE_ROUTES * rollout.transitions,
+            per="per route per transition",
+        )
         objects = sum(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
         record = scale_record(
             SCALE_ROUTES,
@@ -1359,6 +1382,7 @@ def rollout_at_scale(env: Env, r: Report) -> None:
             objects=objects,
             right_after_creation=(early, early_published),
         )
+        record["writes"] = writes
         SCALE_OUT.mkdir(parents=True, exist_ok=True)
         (SCALE_OUT / f"routes-{SCALE_ROUTES}.json").write_text(json.dumps(record, indent=2) + "\n")
         r.line = scale_line(record)
@@ -1384,6 +1408,26 @@ def rollout_at_scale(env: Env, r: Report) -> None:
             900,
             interval=2,
         )
+
+
+def _writes(etcd: Etcd, r: Report, what: str, *, since: int, until: int, n: int, per: str) -> dict[str, Any]:
+    """Who wrote the scale routes' XRs and Objects between two etcd revisions, divided by n: noted
+    in `r`, and returned for the scale record. A read that fails is said, not skipped."""
+    found: dict[str, Any] = {}
+    for kind, prefix in (("ModelRoute", SCALE_XR_KEYS), ("Object", SCALE_OBJECT_KEYS)):
+        try:
+            tally = etcd.tally([prefix], since, until)
+        except Exception as e:  # a measurement that failed is reported, and the run goes on
+            r.notes.append(f"{what}: {kind} writes by writer not read from etcd: {type(e).__name__}: {e}")
+            found[kind] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        r.notes.append(tally.summary(f"{what}: {kind}s written", n, per))
+        found[kind] = {
+            "writes": round(tally.revisions / n, 2),
+            "by_writer": tally.per(n),
+            "compacted": tally.compacted,
+        }
+    return found
 
 
 def _meter(env: Env) -> Meter:
