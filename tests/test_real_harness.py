@@ -1249,6 +1249,42 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
 
 
 @pytest.mark.parametrize(
+    ("name", "rollout", "said"),
+    [
+        (
+            "the writes etcd kept of the routes' XRs and Objects are summed",
+            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"writes": 0.25, "compacted": 0}},
+            "(5 writes, 3.2 stored in etcd)",
+        ),
+        (
+            "a kind whose history was compacted is said to be unread, not summed short",
+            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"writes": 0.0, "compacted": 2}},
+            "(5 writes, stored in etcd not all read)",
+        ),
+        (
+            "a kind etcd did not answer for is said to be unread",
+            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"error": "URLError: refused"}},
+            "(5 writes, stored in etcd not all read)",
+        ),
+    ],
+)
+def test_the_scale_line_says_how_many_of_a_rollouts_writes_etcd_kept(
+    name: str, rollout: dict[str, Any], said: str
+) -> None:
+    reading = costs.Reading(0.0, {}, Counter())
+    after = costs.Reading(40.0, {}, Counter({"APPLY objects": 1000, "GET modelroutes": 200}), {})
+    phase = costs.between("rollout", reading, after, 100, calls_made=400, transitions=2)
+    created = costs.Reading(150.0, {}, Counter(), {"function": 70.4, "crossplane": 250.6})
+    creation = costs.between("creation", reading, created, 100, calls_made=0)
+    follow = [1.0, 2.0]
+    record = report.scale_record(
+        100, follow, 9.0, creation, phase, published=follow, objects=400, stored={"rollout": rollout}
+    )
+    assert record["writes"] == {"rollout": rollout}
+    assert f"API requests per route per transition 6 {said}; " in report.scale_line(record), name
+
+
+@pytest.mark.parametrize(
     ("name", "calls", "last_write", "rested"),
     [
         ("routes called once a TTL and written 10 s ago are at rest", 8, 90.0, True),

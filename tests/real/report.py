@@ -158,13 +158,15 @@ def scale_record(
     published: list[float],
     objects: int,
     right_after_creation: tuple[list[float], list[float]] | None = None,
+    stored: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Issue #31's figures of one scale run, as `make scale` writes them for tools/cost_model.py:
     how fast N routes followed their gateway through a rollout, by the issue's measure (`follow`:
     decisions and lastTransitionTime, costs.follow_times) and as a client reads it (`published`:
     each XR's word as a watch delivered it, timeline.outage), and what creation and the rollout
     cost. `follow` and `published` are of a rollout under routes at rest; `right_after_creation`,
-    the same two of one begun as soon as every route said True."""
+    the same two of one begun as soon as every route said True. `stored`: the writes etcd kept of
+    the routes' XRs and Objects, by writer, per phase (tests/real/etcd_history.py)."""
     record = {
         "routes": n,
         "stack": versions_line(),
@@ -178,7 +180,19 @@ def scale_record(
     if right_after_creation is not None:
         early, early_published = right_after_creation
         record["right_after_creation"] = {"follow_s": spread(early), "published_s": spread(early_published)}
+    if stored is not None:
+        record["writes"] = stored
     return record
+
+
+def _stored(record: dict[str, Any], phase: str) -> str:
+    """The clause saying how many of a phase's writes etcd kept, per route (per transition)."""
+    kinds = (record.get("writes") or {}).get(phase)
+    if kinds is None:
+        return ""
+    if any("error" in kind or kind.get("compacted") for kind in kinds.values()):
+        return ", stored in etcd not all read"
+    return f", {sum(kind['writes'] for kind in kinds.values()):.1f} stored in etcd"
 
 
 def scale_line(record: dict[str, Any]) -> str:
@@ -208,7 +222,7 @@ def scale_line(record: dict[str, Any]) -> str:
         f"{record['back_s']:.0f} s of the gateway; all true after creation in {creation['seconds']:.0f} s "
         f"({100 * creation['seconds'] / n:.0f} s per 100 routes); function calls per route per transition "
         f"{rollout['calls']:.1f}; API requests per route per transition "
-        f"{rollout['requests']:.0f} ({rollout['writes']:.0f} writes); "
+        f"{rollout['requests']:.0f} ({rollout['writes']:.0f} writes{_stored(record, 'rollout')}); "
         f"cpu s per 100 routes per transition: {cpu}; resident MB with the routes created: {memory}"
     )
 

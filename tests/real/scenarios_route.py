@@ -1381,8 +1381,8 @@ def rollout_at_scale(env: Env, r: Report) -> None:
             published=published,
             objects=objects,
             right_after_creation=(early, early_published),
+            stored=writes,
         )
-        record["writes"] = writes
         SCALE_OUT.mkdir(parents=True, exist_ok=True)
         (SCALE_OUT / f"routes-{SCALE_ROUTES}.json").write_text(json.dumps(record, indent=2) + "\n")
         r.line = scale_line(record)
