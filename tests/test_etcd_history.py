@@ -1,4 +1,4 @@
-"""tests/real/etcd_history.py: who wrote each revision, and the windows read from etcd's JSON gateway."""
+"""tests/real/etcd_history.py: who wrote each revision, and the writes a watch of etcd's JSON gateway records."""
 
 from __future__ import annotations
 
@@ -12,19 +12,21 @@ from typing import Any
 
 import pytest
 
-from tests.real.etcd_history import UNATTRIBUTED, Etcd, Tally, writers
+from tests.real.etcd_history import UNATTRIBUTED, Recorder, Tally, writer, writers
 
 COMPOSED = "apiextensions.crossplane.io/composed/86ee85ef"
 
 
-def entry(manager: str, time: str, *fields: str, operation: str = "Update", sub: str = "") -> dict[str, Any]:
+def entry(
+    manager: str, time: str, *fields: str, operation: str = "Update", sub: str = "", api: str = "v1"
+) -> dict[str, Any]:
     """A managedFields entry owning `fields` (dotted paths under fieldsV1)."""
     tree: dict[str, Any] = {}
     for path in fields:
         node = tree
         for part in path.split("."):
             node = node.setdefault(part, {})
-    found = {"manager": manager, "operation": operation, "time": time, "fieldsV1": tree}
+    found = {"manager": manager, "operation": operation, "apiVersion": api, "time": time, "fieldsV1": tree}
     if sub:
         found["subresource"] = sub
     return found
@@ -75,6 +77,15 @@ WRITERS_CASES = [
         ["apiextensions.crossplane.io/composed"],
     ),
     (
+        "one manager's entries at two API versions are two entries, and the new one names it",
+        doc(entry("crossplane", "t1", "f:spec", api="v1alpha1")),
+        doc(
+            entry("crossplane", "t1", "f:spec", api="v1alpha1"),
+            entry("crossplane", "t1", "f:status", api="v1"),
+        ),
+        ["crossplane"],
+    ),
+    (
         "a status write is named with its subresource",
         doc(entry("provider-kubernetes", "t1", "f:status", sub="status")),
         doc(entry("provider-kubernetes", "t2", "f:status", sub="status")),
@@ -92,84 +103,132 @@ def test_each_revision_is_attributed_to_the_manager_that_wrote_it(
     assert writers(before, after) == want, name
 
 
-def test_a_tally_counts_revisions_by_writer_per_route() -> None:
-    tally = Tally()
-    created = doc(entry("crossplane", "t1", "f:spec"))
-    stamped = doc(entry("crossplane", "t1", "f:spec"), entry("provider-kubernetes", "t2", "f:metadata"))
-    tally.add([created, stamped], None)
-    tally.add([doc(entry("crossplane", "t3", "f:spec"))], created)
-    assert (tally.objects, tally.revisions) == (2, 3)
-    assert tally.per(2) == {"crossplane": 1.0, "provider-kubernetes": 0.5}
-    assert tally.summary("creation: Objects written", 2) == (
-        "creation: Objects written (etcd history, per route): 1.5 writes: crossplane 1; provider-kubernetes 0.5"
+def test_a_revision_has_one_writer_even_when_it_names_several() -> None:
+    created = doc(
+        entry("crossplane", "t1", "f:spec"), entry("harness", "t1", "f:metadata", operation="Apply")
     )
-    tally.compacted = 4
-    assert tally.summary("x", 2, "per route per transition").endswith(
-        "; 4 objects' history compacted, not counted"
-    ), "a window etcd compacted is said, not counted as no writes"
+    assert writer(None, created) == "crossplane + harness", "the writes by writer add up to the writes"
+
+
+def test_a_tally_counts_writes_by_writer_per_route() -> None:
+    tally = Tally()
+    for key, who in [("a", "crossplane"), ("a", "provider-kubernetes"), ("b", "crossplane")]:
+        tally.add(key, who)
+    assert (len(tally.keys), tally.writes) == (2, 3)
+    assert tally.per(2) == {"crossplane": 1.0, "provider-kubernetes": 0.5}
+    assert tally.summary("creation: the routes' Objects written", 2) == (
+        "creation: the routes' Objects written (etcd, per route): 1.5 writes: crossplane 1; provider-kubernetes 0.5"
+    )
+    assert tally.summary("x", 4, "per route per transition").startswith(
+        "x (etcd, per route per transition): 0.8"
+    )
 
 
 class Store:
-    """etcd's multi-version store as its JSON gateway shows it: every key's revisions, compactable."""
+    """etcd's multi-version store as its JSON gateway shows it: ranges, and watches with prev_kv."""
 
     def __init__(self) -> None:
         self.revision = 1
-        self.compacted = 0
-        self.versions: dict[str, list[tuple[int, dict[str, Any] | None]]] = {}
+        self.events: list[tuple[int, str, dict[str, Any] | None]] = []  # revision, key, value (None: deleted)
+        self.changed = threading.Condition()
+        self.hold_after: int | None = None  # a watch delivers nothing past this revision while set
+        self.cut_after: int | None = None  # a watch's answer ends after this revision
 
     def put(self, key: str, value: dict[str, Any] | None) -> int:
         """Write (None: delete) `key` at the next revision."""
-        self.revision += 1
-        self.versions.setdefault(key, []).append((self.revision, value))
-        return self.revision
+        with self.changed:
+            self.revision += 1
+            self.events.append((self.revision, key, value))
+            self.changed.notify_all()
+            return self.revision
 
-    def at(self, key: str, revision: int) -> tuple[int, dict[str, Any]] | None:
-        found = [(r, v) for r, v in self.versions.get(key, []) if r <= revision]
-        if not found or found[-1][1] is None:
-            return None
-        r, v = found[-1]
-        return r, v  # type: ignore[return-value]
+    def _latest(self, key: str, before: int) -> tuple[int, dict[str, Any] | None] | None:
+        found = [(r, v) for r, k, v in self.events if k == key and r < before]
+        return found[-1] if found else None
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        revision = int(body.get("revision", 0)) or self.revision
-        if revision < self.compacted:
-            return 400, {"code": 11, "message": "etcdserver: mvcc: required revision has been compacted"}
+    def range(self, body: dict[str, Any]) -> dict[str, Any]:
         header = {"header": {"revision": str(self.revision)}}
-        key = base64.b64decode(body["key"]).decode()
-        if "range_end" in body:
-            end = base64.b64decode(body["range_end"]).decode()
-            keys = sorted(k for k in self.versions if key <= k < end and self.at(k, revision))
-            return 200, {**header, "kvs": [{"key": body_key(k)} for k in keys]}
-        found = self.at(key, revision)
-        if found is None:
-            return 200, header
-        mod, value = found
-        return 200, {
-            **header,
-            "kvs": [{"key": body_key(key), "mod_revision": str(mod), "value": body_key(json.dumps(value))}],
-        }
+        key = decoded(body["key"])
+        end = decoded(body.get("range_end", "")) or key + "\0"
+        kvs = []
+        for k in sorted({k for _, k, _ in self.events if key <= k < end}):
+            latest = self._latest(k, self.revision + 1)
+            if latest is not None and latest[1] is not None:
+                kvs.append({"key": encoded(k), "mod_revision": str(latest[0])})
+        return {**header, "kvs": kvs} if kvs else header
+
+    def watch(self, body: dict[str, Any], send: Any) -> None:
+        create = body["create_request"]
+        key, end, start = decoded(create["key"]), decoded(create["range_end"]), int(create["start_revision"])
+        assert create["prev_kv"] is True
+        send({"result": {"header": {"revision": str(self.revision)}, "created": True}})
+        sent = start - 1
+        while True:
+            with self.changed:
+                self.changed.wait_for(
+                    lambda after=sent: any(after < r <= (self.hold_after or r) for r, _, _ in self.events),
+                    timeout=0.2,
+                )
+                batch = [e for e in self.events if e[0] > sent and e[0] <= (self.hold_after or e[0])]
+            for revision, k, value in batch:
+                sent = revision
+                if self.cut_after is not None and revision > self.cut_after:
+                    return
+                if not key <= k < end:
+                    continue
+                event: dict[str, Any] = {"kv": {"key": encoded(k), "mod_revision": str(revision)}}
+                if value is None:
+                    event["type"] = "DELETE"
+                else:
+                    event["kv"]["value"] = encoded(json.dumps(value))
+                previous = self._latest(k, revision)
+                if previous is not None and previous[1] is not None:
+                    event["prev_kv"] = {"key": encoded(k), "value": encoded(json.dumps(previous[1]))}
+                send({"result": {"header": {"revision": str(revision)}, "events": [event]}})
 
 
-def body_key(text: str) -> str:
+def encoded(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def decoded(text: str) -> str:
+    return base64.b64decode(text).decode()
 
 
 @contextlib.contextmanager
 def served(store: Store) -> Iterator[str]:
     class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
-            assert self.path == "/v3/kv/range"
-            status, answer = store.answer(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/v3/kv/range":
+                data = json.dumps(store.range(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            assert self.path == "/v3/watch"
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            self.wfile.write(data)
+
+            def send(message: dict[str, Any]) -> None:
+                data = json.dumps(message).encode() + b"\n"
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            with contextlib.suppress(OSError):
+                store.watch(body, send)
+                self.wfile.write(b"0\r\n\r\n")
+            self.close_connection = True
 
         def log_message(self, *args: object) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -179,47 +238,65 @@ def served(store: Store) -> Iterator[str]:
         server.server_close()
 
 
-PREFIX = "/registry/kubernetes.m.crossplane.io/objects/team-a/scale-"
+ROUTES = "/registry/ai.example.org/modelroutes/team-a/scale-"
+OBJECTS = "/registry/kubernetes.m.crossplane.io/objects/team-a/scale-"
+APPLIED = doc(entry(COMPOSED, "t1", "f:spec", operation="Apply"))
+ANNOTATED = doc(
+    entry(COMPOSED, "t1", "f:spec", operation="Apply"), entry("provider-kubernetes", "t2", "f:metadata")
+)
 
 
-def test_a_window_counts_only_its_own_revisions_and_reads_the_one_before_it() -> None:
+def test_a_window_counts_the_writes_after_its_first_revision_up_to_its_last() -> None:
     store = Store()
-    key = PREFIX + "000-route"
-    first = doc(entry(COMPOSED, "t1", "f:spec", operation="Apply"))
-    store.put("/registry/kubernetes.m.crossplane.io/objects/team-a/other", first)  # not a scale route's
-    since = store.put(key, first)  # the window begins after this revision
-    store.put(
-        key,
-        doc(entry(COMPOSED, "t1", "f:spec", operation="Apply"), entry("provider-kubernetes", "t2", "f:m")),
-    )
-    until = store.revision
-    store.put(key, doc(entry(COMPOSED, "t9", "f:spec", operation="Apply")))  # after the window
+    store.put(OBJECTS + "000-route", APPLIED)  # before the recorder: never counted
     with served(store) as url:
-        etcd = Etcd(url)
-        assert etcd.revision() == store.revision
-        history, previous = etcd.history(key, since, until)
-        tally = etcd.tally([PREFIX], since, until)
-    assert previous == first, "the revision before the window names what the first one in it changed"
-    assert len(history) == 1
-    assert (tally.objects, tally.revisions, dict(tally.by_writer)) == (1, 1, {"provider-kubernetes": 1})
+        recorder = Recorder(url, [ROUTES, OBJECTS])
+        began = recorder.start()
+        since = store.put(OBJECTS + "000-route", ANNOTATED)  # the window begins after this one
+        store.put("/registry/kubernetes.m.crossplane.io/objects/team-a/other", APPLIED)  # not a scale route's
+        store.put(OBJECTS + "001-route", APPLIED)
+        until = store.put(
+            OBJECTS + "000-route", doc(*ANNOTATED["metadata"]["managedFields"], entry("p", "t3", "f:x"))
+        )
+        store.put(OBJECTS + "001-route", ANNOTATED)  # after the window
+        store.put(OBJECTS + "001-route", None)  # a deletion is no write
+        objects = recorder.tally(OBJECTS, since, until)
+        routes = recorder.tally(ROUTES, began, store.revision)
+        everything = recorder.tally(OBJECTS, began, store.revision)
+        recorder.stop()
+    assert dict(objects.by_writer) == {"apiextensions.crossplane.io/composed": 1, "p": 1}
+    assert objects.keys == {OBJECTS + "000-route", OBJECTS + "001-route"}
+    assert routes.writes == 0
+    assert dict(everything.by_writer) == {
+        "provider-kubernetes": 2,
+        "apiextensions.crossplane.io/composed": 1,
+        "p": 1,
+    }, "each write named by the value before it, which the watch sends with it"
 
 
-def test_an_object_created_in_the_window_names_its_creator_and_a_compacted_one_is_counted_apart() -> None:
+def test_a_tally_waits_for_the_watch_to_deliver_what_etcd_holds() -> None:
     store = Store()
-    old = PREFIX + "000-route"
-    store.put(old, doc(entry(COMPOSED, "t1", "f:spec", operation="Apply")))
-    store.put(
-        old,
-        doc(entry(COMPOSED, "t1", "f:spec", operation="Apply"), entry("provider-kubernetes", "t2", "f:m")),
-    )
-    since = store.revision
-    store.compacted = since + 1  # the revision before the window is gone
-    store.put(
-        old,
-        doc(entry(COMPOSED, "t1", "f:spec", operation="Apply"), entry("provider-kubernetes", "t3", "f:m")),
-    )
-    store.put(PREFIX + "001-route", doc(entry(COMPOSED, "t4", "f:spec", operation="Apply")))
     with served(store) as url:
-        tally = Etcd(url).tally([PREFIX], since, store.revision)
-    assert (tally.objects, tally.compacted) == (1, 1), "the object whose revision before the window is gone"
-    assert dict(tally.by_writer) == {"apiextensions.crossplane.io/composed": 1}
+        recorder = Recorder(url, [OBJECTS])
+        began = recorder.start()
+        store.hold_after = began  # etcd holds the write; the watch has not delivered it yet
+        written = store.put(OBJECTS + "000-route", APPLIED)
+        with pytest.raises(TimeoutError, match="delivered up to"):
+            recorder.tally(OBJECTS, began, written, wait_s=0.5)
+        store.hold_after = None
+        with store.changed:
+            store.changed.notify_all()
+        assert recorder.tally(OBJECTS, began, written).writes == 1
+        recorder.stop()
+
+
+def test_a_watch_that_ends_is_said_not_read_as_no_writes() -> None:
+    store = Store()
+    with served(store) as url:
+        recorder = Recorder(url, [OBJECTS])
+        began = recorder.start()
+        store.cut_after = began
+        written = store.put(OBJECTS + "000-route", APPLIED)
+        with pytest.raises(RuntimeError, match="broke"):
+            recorder.tally(OBJECTS, began, written, wait_s=5)
+        recorder.stop()

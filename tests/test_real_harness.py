@@ -1253,18 +1253,13 @@ def test_the_scale_line_says_per_route_per_transition_what_a_rollout_cost() -> N
     [
         (
             "the writes etcd kept of the routes' XRs and Objects are summed",
-            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"writes": 0.25, "compacted": 0}},
-            "(5 writes, 3.2 stored in etcd)",
+            {"ModelRoute": {"writes": 3.0}, "Object": {"writes": 0.25}},
+            "(5 writes; the routes' XRs and Objects: 3.2 stored in etcd)",
         ),
         (
-            "a kind whose history was compacted is said to be unread, not summed short",
-            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"writes": 0.0, "compacted": 2}},
-            "(5 writes, stored in etcd not all read)",
-        ),
-        (
-            "a kind etcd did not answer for is said to be unread",
-            {"ModelRoute": {"writes": 3.0, "compacted": 0}, "Object": {"error": "URLError: refused"}},
-            "(5 writes, stored in etcd not all read)",
+            "a kind etcd did not answer for is said to be unread, not summed short",
+            {"ModelRoute": {"writes": 3.0}, "Object": {"error": "TimeoutError: the watch delivered up to 9"}},
+            "(5 writes; the routes' XRs and Objects: writes stored in etcd not read)",
         ),
     ],
 )

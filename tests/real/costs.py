@@ -219,6 +219,8 @@ class Reading:
     memory_mb: dict[str, float] = field(default_factory=dict)  # resident, per component, at `at`
     # Requests the API server refused as conflicts (409): a write from a stale copy, retried.
     conflicts: Counter[str] = field(default_factory=Counter)
+    # etcd's store revision at the reading (0: not read): a phase's window of stored writes.
+    revision: int = 0
 
 
 @dataclass
@@ -234,6 +236,8 @@ class Phase:
     transitions: int = 1  # a rollout is two: the gateway goes not ready, then ready again
     memory_mb: dict[str, float] = field(default_factory=dict)  # resident at the phase's end
     conflicts: Counter[str] = field(default_factory=Counter)
+    # etcd's revisions at its start and end: the writes after the one, up to the other, are the phase's.
+    revisions: tuple[int, int] = (0, 0)
 
     def per_route(self, n: float) -> float:
         return n / self.routes / self.transitions
@@ -270,6 +274,7 @@ def between(
         transitions=transitions,
         memory_mb=dict(after.memory_mb),
         conflicts=after.conflicts - before.conflicts,
+        revisions=(before.revision, after.revision),
     )
 
 
@@ -277,11 +282,16 @@ class Meter:
     """Reads the meters of a running stack: sessions by component, the API server's metrics, the function's log."""
 
     def __init__(
-        self, sessions: Callable[[], dict[str, int]], metrics: Callable[[], str], function_log: Path
+        self,
+        sessions: Callable[[], dict[str, int]],
+        metrics: Callable[[], str],
+        function_log: Path,
+        revision: Callable[[], int] | None = None,
     ) -> None:
         self._sessions = sessions
         self._metrics = metrics
         self._function_log = function_log
+        self._revision = revision
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
         self._page_bytes = os.sysconf("SC_PAGE_SIZE")
 
@@ -296,7 +306,10 @@ class Meter:
         cpu = {name: session_cpu(stats, sid, self._ticks) for name, sid in sessions.items()}
         memory = {name: session_rss_mb(stats, sid, self._page_bytes) for name, sid in sessions.items()}
         metrics = self._metrics()
-        return Reading(time.time(), cpu, request_totals(metrics), memory, request_totals(metrics, "409"))
+        revision = self._revision() if self._revision is not None else 0
+        return Reading(
+            time.time(), cpu, request_totals(metrics), memory, request_totals(metrics, "409"), revision
+        )
 
     def calls(self, kind: str, since: float, until: float) -> int:
         return calls(self._function_log.read_text(errors="replace"), kind, since, until)

@@ -1,26 +1,32 @@
-"""Who wrote what, read from etcd's history: each revision of an object, attributed to a field manager.
+"""Who wrote what, read from etcd: each write of an object, attributed to a field manager.
 
 The API server's counters say how many requests each verb and resource took, not whose they were
 nor which of them changed anything (a server-side apply that changes nothing is a request and no
-write). etcd keeps every revision until the API server compacts it (every 5 minutes by default: at
-each tick it compacts to the revision of the tick before, so a window read within 5 minutes of its
-start is whole). A revision names its writer in `metadata.managedFields` (`writers`). A write that
-changes a value a manager already owns, within the second of its last stamp (two annotation
-values set by one controller within a second), names nobody: it is counted as such, never
-guessed.
+write). etcd stores only the writes that changed something, and a watch of a key prefix with the
+previous values (`prev_kv`) delivers each with the revision before it. A watch, not a walk of each
+key's history afterwards: the API server compacts etcd every 5 minutes, and creating 300 routes
+takes longer than that.
 
-Custom resources are stored as JSON, which is all this reads (ModelRoutes and Objects).
+A write names its writer in `metadata.managedFields` (`writers`). One that changes a value a
+manager already owns, within the second of that manager's last stamp (two annotation values set by
+one controller within a second), names nobody: it is counted as such, never guessed. Custom
+resources are stored as JSON, which is all this reads (ModelRoutes and Objects).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.client
 import json
 import re
-import urllib.error
+import socket
+import threading
+import time
+import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +43,14 @@ def label(entry: Mapping[str, Any]) -> str:
     return f"{manager} ({sub})" if sub else manager
 
 
-def _entries(doc: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[Any, frozenset[str]]]:
+def _entries(doc: Mapping[str, Any]) -> dict[tuple[str, ...], tuple[Any, frozenset[str]]]:
     return {
-        (str(e.get("manager", "")), str(e.get("operation", "")), str(e.get("subresource", ""))): (
+        (
+            str(e.get("manager", "")),
+            str(e.get("operation", "")),
+            str(e.get("subresource", "")),
+            str(e.get("apiVersion", "")),
+        ): (
             e.get("time"),
             frozenset(_paths(e.get("fieldsV1") or {})),
         )
@@ -70,39 +81,35 @@ def writers(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[
     return sorted({label({"manager": k[0], "subresource": k[2]}) for k in named}) or [UNATTRIBUTED]
 
 
+def writer(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> str:
+    """`writers` as one name: the API server stamps only the writer's entry, so there is one but
+    where an object was created with several managers' entries (a client may send them)."""
+    return " + ".join(writers(before, after))
+
+
 @dataclass
 class Tally:
-    """Revisions in a window, by writer, over some objects."""
+    """Writes in a window, by writer, over the objects written in it."""
 
-    objects: int = 0
-    revisions: int = 0
     by_writer: Counter[str] = field(default_factory=Counter)
-    # Objects whose history in the window etcd had compacted: their counts are missing.
-    compacted: int = 0
+    keys: set[str] = field(default_factory=set)
 
-    def add(self, history: Sequence[Mapping[str, Any]], previous: Mapping[str, Any] | None) -> None:
-        """One object's revisions in the window, oldest first; `previous`, its revision before it."""
-        self.objects += 1
-        before = previous
-        for doc in history:
-            self.revisions += 1
-            # A write two managers made at once (an Update that also moved ownership) counts for each.
-            self.by_writer.update(writers(before, doc))
-            before = doc
+    @property
+    def writes(self) -> int:
+        return sum(self.by_writer.values())
+
+    def add(self, key: str, who: str) -> None:
+        self.keys.add(key)
+        self.by_writer[who] += 1
 
     def per(self, n: int) -> dict[str, float]:
-        """Revisions by writer per one of n (per route), most first."""
+        """Writes by writer per one of n (per route), most first."""
         return {who: round(count / n, 2) for who, count in self.by_writer.most_common()}
 
     def summary(self, what: str, n: int, per: str = "per route") -> str:
         """One clause: `what`'s writes divided by n (`per` says what n counts), by writer."""
         writes = "; ".join(f"{who} {count:g}" for who, count in self.per(n).items()) or "none"
-        missing = f"; {self.compacted} objects' history compacted, not counted" if self.compacted else ""
-        return f"{what} (etcd history, {per}): {self.revisions / n:.1f} writes: {writes}{missing}"
-
-
-class CompactedError(Exception):
-    """etcd no longer holds the revision asked for."""
+        return f"{what} (etcd, {per}): {self.writes / n:.1f} writes: {writes}"
 
 
 class Etcd:
@@ -113,56 +120,135 @@ class Etcd:
 
     def _range(self, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(f"{self.url}/v3/kv/range", data=json.dumps(body).encode())  # noqa: S310 - loopback
-        try:
-            with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as e:
-            text = e.read().decode(errors="replace")
-            if "compacted" in text:
-                raise CompactedError(text) from e
-            raise
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
+            return json.loads(answer.read())
 
     def revision(self) -> int:
         """The store's revision now."""
         return int(self._range({"key": _b64("\0")})["header"]["revision"])
 
-    def keys(self, prefix: str, revision: int) -> list[str]:
-        """Every key under `prefix` at `revision`."""
-        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        body = {"key": _b64(prefix), "range_end": _b64(end), "keys_only": True, "revision": revision}
-        return [base64.b64decode(kv["key"]).decode() for kv in self._range(body).get("kvs", [])]
+    def latest_write(self, prefix: str) -> int:
+        """The revision of the latest write of any key under `prefix` that exists now (0: none)."""
+        body = {"key": _b64(prefix), "range_end": _b64(_end(prefix)), "keys_only": True}
+        return max((int(kv["mod_revision"]) for kv in self._range(body).get("kvs", [])), default=0)
 
-    def _at(self, key: str, revision: int) -> tuple[int, dict[str, Any]] | None:
-        kvs = self._range({"key": _b64(key), "revision": revision}).get("kvs")
-        if not kvs:
-            return None
-        return int(kvs[0]["mod_revision"]), json.loads(base64.b64decode(kvs[0]["value"]))
 
-    def history(self, key: str, since: int, until: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """`key`'s revisions written after `since` up to `until`, oldest first, and its revision as
-        of `since` (None when it did not exist then)."""
-        found: list[dict[str, Any]] = []
-        at = self._at(key, until)
-        while at is not None and at[0] > since:
-            found.append(at[1])
-            at = self._at(key, at[0] - 1) if at[0] - 1 > 0 else None
-        found.reverse()
-        return found, (at[1] if at is not None else None)
+class Recorder:
+    """Every write under some key prefixes from the moment it starts, by writer: one watch each."""
 
-    def tally(self, prefixes: Iterable[str], since: int, until: int) -> Tally:
-        """Revisions written after `since` up to `until`, by writer, of every key under `prefixes`
-        that existed at `until`."""
+    def __init__(self, url: str, prefixes: Iterable[str]) -> None:
+        self.etcd = Etcd(url)
+        self.prefixes = list(prefixes)
+        # prefix -> (revision, key, writer) of each write, in revision order.
+        self.writes: dict[str, list[tuple[int, str, str]]] = {p: [] for p in self.prefixes}
+        # prefix -> the latest revision its watch has delivered.
+        self.seen: dict[str, int] = dict.fromkeys(self.prefixes, 0)
+        self.failed: dict[str, str] = {}
+        self._connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> int:
+        """Watch from the next revision on; returns the revision it began after."""
+        began = self.etcd.revision()
+        for prefix in self.prefixes:
+            self.seen[prefix] = began
+            threading.Thread(target=self._watch, args=(prefix, began + 1), daemon=True).start()
+        return began
+
+    def _watch(self, prefix: str, start: int) -> None:
+        url = urllib.parse.urlsplit(self.etcd.url)
+        connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=None)
+        with self._lock:
+            self._connections.append(connection)
+        body = {
+            "key": _b64(prefix),
+            "range_end": _b64(_end(prefix)),
+            "start_revision": str(start),
+            "prev_kv": True,
+        }
+        try:
+            connection.request("POST", "/v3/watch", body=json.dumps({"create_request": body}))
+            stream = connection.getresponse()
+            for line in stream:
+                self._take(prefix, _result(line))
+            ended = f"etcd ended the watch's answer (HTTP {stream.status})"
+        except (OSError, ValueError, RuntimeError, http.client.HTTPException) as e:
+            ended = f"{type(e).__name__}: {e}"
+        finally:
+            connection.close()
+        with self._lock:
+            if self._connections:  # not stopped: the watch broke, and what it missed must not read as none
+                self.failed[prefix] = ended
+
+    def _take(self, prefix: str, result: Mapping[str, Any]) -> None:
+        """One message of a watch: its writes (a deletion is not one), then how far it has read."""
+        for event in result.get("events") or []:
+            kv = event["kv"]
+            revision = int(kv["mod_revision"])
+            if event.get("type") != "DELETE":  # a PUT's type is the enum's zero, left out of the JSON
+                before = _value(event["prev_kv"]) if "prev_kv" in event else None
+                with self._lock:
+                    self.writes[prefix].append((revision, _decode(kv["key"]), writer(before, _value(kv))))
+            with self._lock:
+                self.seen[prefix] = max(self.seen[prefix], revision)
+
+    def tally(self, prefix: str, since: int, until: int, *, wait_s: float = 30.0) -> Tally:
+        """The writes under `prefix` after revision `since` up to `until`, once the watch has
+        delivered every write made so far."""
+        latest = self.etcd.latest_write(prefix)
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                failed, seen = self.failed.get(prefix), self.seen[prefix]
+            if failed:
+                raise RuntimeError(f"the watch of {prefix} broke: {failed}")
+            if seen >= latest:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the watch of {prefix} delivered up to {seen}, not {latest}, in {wait_s:.0f} s"
+                )
+            time.sleep(0.05)
         tally = Tally()
-        for prefix in prefixes:
-            for key in self.keys(prefix, until):
-                try:
-                    history, previous = self.history(key, since, until)
-                except CompactedError:
-                    tally.compacted += 1
-                    continue
-                tally.add(history, previous)
+        with self._lock:
+            for revision, key, who in self.writes[prefix]:
+                if since < revision <= until:
+                    tally.add(key, who)
         return tally
+
+    def stop(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            # A watch's answer never ends: shutting its socket down ends the read its thread blocks
+            # in, and the thread closes the connection (closing it from here races that read).
+            if connection.sock is not None:
+                with contextlib.suppress(OSError):
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _result(line: bytes) -> dict[str, Any]:
+    """One message of a watch's answer; one that ends the watch (an error, a cancel, a compacted
+    start revision) raises: the writes after it would be missing."""
+    message = json.loads(line)
+    result = message.get("result") or {}
+    if "error" in message or result.get("canceled") or result.get("compact_revision"):
+        raise RuntimeError(line.decode(errors="replace")[:300])
+    return result
+
+
+def _end(prefix: str) -> str:
+    """The range end that makes a key a prefix: the same string with its last character's successor."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def _decode(text: str) -> str:
+    return base64.b64decode(text).decode()
+
+
+def _value(kv: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(base64.b64decode(kv["value"]))

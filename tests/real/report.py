@@ -190,9 +190,11 @@ def _stored(record: dict[str, Any], phase: str) -> str:
     kinds = (record.get("writes") or {}).get(phase)
     if kinds is None:
         return ""
-    if any("error" in kind or kind.get("compacted") for kind in kinds.values()):
-        return ", stored in etcd not all read"
-    return f", {sum(kind['writes'] for kind in kinds.values()):.1f} stored in etcd"
+    if any("error" in kind for kind in kinds.values()):
+        return "; the routes' XRs and Objects: writes stored in etcd not read"
+    return (
+        f"; the routes' XRs and Objects: {sum(kind['writes'] for kind in kinds.values()):.1f} stored in etcd"
+    )
 
 
 def scale_line(record: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from tests.real.costs import (
 )
 from tests.real.dataplane import POD_PROCESS_PREFIX
 from tests.real.envoy import AIGW_CONTROLLER
-from tests.real.etcd_history import Etcd
+from tests.real.etcd_history import Etcd, Recorder
 from tests.real.harness import (
     AIGW_API,
     CONVERGE_S,
@@ -1321,9 +1321,10 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     backend = route_doc_one_backend()["spec"]["backends"]
     names = [f"scale-{i:03d}" for i in range(SCALE_ROUTES)]
     meter = _meter(env)
-    etcd = Etcd(env.etcd_url)
+    # Every write of the routes' XRs and Objects from here on, by writer (etcd_history).
+    recorder = Recorder(env.etcd_url, [SCALE_XR_KEYS, SCALE_OBJECT_KEYS])
+    recorder.start()
     before = meter.read()
-    before_rev = etcd.revision()
     for name in names:
         env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
     waiting = Waiting(set(names))
@@ -1336,7 +1337,6 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         interval=2,
     )
     created = meter.read()
-    created_rev = etcd.revision()
     creation = between(
         "creation", before, created, SCALE_ROUTES, calls_made=meter.calls("ModelRoute", before.at, created.at)
     )
@@ -1351,26 +1351,16 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         # after the last route turned True, and the first route decided False 5 s after its
         # gateway, p99 11 s, behind that queue on an API server at two cores.
         _, early, early_published, _ = _count_stale_truth(env, r, set(names), meter, "right after creation: ")
-        # Read now, within etcd's compaction window of creation's start (tests/real/etcd_history.py).
-        writes = {
-            "creation": _writes(
-                etcd, r, "creation", since=before_rev, until=created_rev, n=SCALE_ROUTES, per="per route"
-            )
-        }
         rested = _wait_at_rest(env, meter, len(names))
         r.notes.append(f"at rest {rested:.0f} s after the routes were True again")
-        rollout_rev = etcd.revision()
         rollout, follow, published, back = _count_stale_truth(env, r, set(names), meter, "at rest: ")
         r.notes.append(rollout.summary())
-        writes["rollout"] = _writes(
-            etcd,
-            r,
-            "the rollout at rest",
-            since=rollout_rev,
-            until=etcd.revision(),
-            n=SCALE_ROUTES * rollout.transitions,
-            per="per route per transition",
-        )
+        writes = {
+            "creation": _writes(recorder, r, creation, SCALE_ROUTES, "per route"),
+            "rollout": _writes(
+                recorder, r, rollout, SCALE_ROUTES * rollout.transitions, "per route per transition"
+            ),
+        }
         objects = sum(o["metadata"]["name"].startswith("scale-") for o in env.objects(ROUTE[0]).values())
         record = scale_record(
             SCALE_ROUTES,
@@ -1397,6 +1387,7 @@ def rollout_at_scale(env: Env, r: Report) -> None:
             f"{r.line}"
         )
     finally:
+        recorder.stop()
         for name in names:
             env.kube.delete(XR_API, "ModelRoute", name, ROUTE[0])
 
@@ -1410,23 +1401,22 @@ def rollout_at_scale(env: Env, r: Report) -> None:
         )
 
 
-def _writes(etcd: Etcd, r: Report, what: str, *, since: int, until: int, n: int, per: str) -> dict[str, Any]:
-    """Who wrote the scale routes' XRs and Objects between two etcd revisions, divided by n: noted
-    in `r`, and returned for the scale record. A read that fails is said, not skipped."""
+def _writes(recorder: Recorder, r: Report, phase: Phase, n: int, per: str) -> dict[str, Any]:
+    """Who wrote the scale routes' XRs and Objects in a phase (its etcd revisions), divided by n:
+    noted in `r`, and returned for the scale record. A read that fails is said, not skipped."""
     found: dict[str, Any] = {}
+    since, until = phase.revisions
     for kind, prefix in (("ModelRoute", SCALE_XR_KEYS), ("Object", SCALE_OBJECT_KEYS)):
         try:
-            tally = etcd.tally([prefix], since, until)
-        except Exception as e:  # a measurement that failed is reported, and the run goes on
-            r.notes.append(f"{what}: {kind} writes by writer not read from etcd: {type(e).__name__}: {e}")
+            tally = recorder.tally(prefix, since, until)
+        except (OSError, RuntimeError) as e:  # TimeoutError is an OSError
+            r.notes.append(
+                f"{phase.name}: {kind} writes by writer not read from etcd: {type(e).__name__}: {e}"
+            )
             found[kind] = {"error": f"{type(e).__name__}: {e}"}
             continue
-        r.notes.append(tally.summary(f"{what}: {kind}s written", n, per))
-        found[kind] = {
-            "writes": round(tally.revisions / n, 2),
-            "by_writer": tally.per(n),
-            "compacted": tally.compacted,
-        }
+        r.notes.append(tally.summary(f"{phase.name}: the routes' {kind}s written", n, per))
+        found[kind] = {"writes": round(tally.writes / n, 2), "by_writer": tally.per(n)}
     return found
 
 
@@ -1436,6 +1426,7 @@ def _meter(env: Env) -> Meter:
         lambda: {p.name: p.popen.pid for p in env.sup.processes if not p.name.startswith(POD_PROCESS_PREFIX)},
         lambda: env.kube.raw("/metrics"),
         env.sup.find("function").log,
+        Etcd(env.etcd_url).revision,
     )
 
 
