@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.real.etcd_history import UNATTRIBUTED, Recorder, Tally, writer, writers
+from tests.real.etcd_history import PREVIOUS_MISSING, UNATTRIBUTED, Recorder, Tally, writer, writers
 
 COMPOSED = "apiextensions.crossplane.io/composed/86ee85ef"
 
@@ -133,6 +133,9 @@ class Store:
         self.changed = threading.Condition()
         self.hold_after: int | None = None  # a watch delivers nothing past this revision while set
         self.cut_after: int | None = None  # a watch's answer ends after this revision
+        self.drop_prev = False  # a watch sends no previous values (as where etcd no longer holds them)
+        self.refuse = False  # a watch is answered with an error, as etcd's gateway answers a bad one
+        self.silent = False  # a watch's answer begins and says nothing, not even that it was created
 
     def put(self, key: str, value: dict[str, Any] | None) -> int:
         """Write (None: delete) `key` at the next revision."""
@@ -145,6 +148,14 @@ class Store:
     def _latest(self, key: str, before: int) -> tuple[int, dict[str, Any] | None] | None:
         found = [(r, v) for r, k, v in self.events if k == key and r < before]
         return found[-1] if found else None
+
+    def _version(self, key: str, revision: int) -> int:
+        """The key's version at `revision`: its writes since it was last created."""
+        version = 0
+        for r, k, v in self.events:
+            if k == key and r <= revision:
+                version = 0 if v is None else version + 1
+        return version
 
     def range(self, body: dict[str, Any]) -> dict[str, Any]:
         header = {"header": {"revision": str(self.revision)}}
@@ -161,6 +172,10 @@ class Store:
         create = body["create_request"]
         key, end, start = decoded(create["key"]), decoded(create["range_end"]), int(create["start_revision"])
         assert create["prev_kv"] is True
+        if self.silent:
+            with self.changed:
+                self.changed.wait_for(lambda: not self.silent)
+            return
         send({"result": {"header": {"revision": str(self.revision)}, "created": True}})
         sent = start - 1
         while True:
@@ -181,8 +196,9 @@ class Store:
                     event["type"] = "DELETE"
                 else:
                     event["kv"]["value"] = encoded(json.dumps(value))
+                    event["kv"]["version"] = str(self._version(k, revision))
                 previous = self._latest(k, revision)
-                if previous is not None and previous[1] is not None:
+                if previous is not None and previous[1] is not None and not self.drop_prev:
                     event["prev_kv"] = {"key": encoded(k), "value": encoded(json.dumps(previous[1]))}
                 send({"result": {"header": {"revision": str(revision)}, "events": [event]}})
 
@@ -210,6 +226,13 @@ def served(store: Store) -> Iterator[str]:
                 self.wfile.write(data)
                 return
             assert self.path == "/v3/watch"
+            if store.refuse:
+                data = b'{"error":{"grpc_code":3,"http_code":400,"message":"invalid watch request"}}'
+                self.send_response(400)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
@@ -260,6 +283,9 @@ def test_a_window_counts_the_writes_after_its_first_revision_up_to_its_last() ->
         )
         store.put(OBJECTS + "001-route", ANNOTATED)  # after the window
         store.put(OBJECTS + "001-route", None)  # a deletion is no write
+        # The last write under the prefix, to a key that still exists: a tally waits until the watch
+        # has delivered it, so the one to the end below counts every write before it.
+        store.put(OBJECTS + "002-route", APPLIED)
         objects = recorder.tally(OBJECTS, since, until)
         routes = recorder.tally(ROUTES, began, store.revision)
         everything = recorder.tally(OBJECTS, began, store.revision)
@@ -269,7 +295,7 @@ def test_a_window_counts_the_writes_after_its_first_revision_up_to_its_last() ->
     assert routes.writes == 0
     assert dict(everything.by_writer) == {
         "provider-kubernetes": 2,
-        "apiextensions.crossplane.io/composed": 1,
+        "apiextensions.crossplane.io/composed": 2,
         "p": 1,
     }, "each write named by the value before it, which the watch sends with it"
 
@@ -290,6 +316,22 @@ def test_a_tally_waits_for_the_watch_to_deliver_what_etcd_holds() -> None:
         recorder.stop()
 
 
+def test_a_tally_of_an_earlier_window_waits_for_no_write_after_it() -> None:
+    store = Store()
+    with served(store) as url:
+        recorder = Recorder(url, [OBJECTS])
+        began = recorder.start()
+        until = store.put(OBJECTS + "000-route", APPLIED)
+        store.hold_after = until  # the watch is behind on what came after the window
+        store.put(OBJECTS + "000-route", ANNOTATED)
+        tally = recorder.tally(OBJECTS, began, until, wait_s=0.5)
+        store.hold_after = None
+        with store.changed:
+            store.changed.notify_all()
+        recorder.stop()
+    assert tally.writes == 1
+
+
 def test_a_watch_that_ends_is_said_not_read_as_no_writes() -> None:
     store = Store()
     with served(store) as url:
@@ -300,3 +342,58 @@ def test_a_watch_that_ends_is_said_not_read_as_no_writes() -> None:
         with pytest.raises(RuntimeError, match="broke"):
             recorder.tally(OBJECTS, began, written, wait_s=5)
         recorder.stop()
+
+
+def test_a_write_sent_without_its_previous_value_is_a_creation_only_at_the_keys_first_version() -> None:
+    store = Store()
+    store.drop_prev = True
+    with served(store) as url:
+        recorder = Recorder(url, [OBJECTS])
+        began = recorder.start()
+        store.put(OBJECTS + "000-route", APPLIED)
+        until = store.put(OBJECTS + "000-route", ANNOTATED)
+        tally = recorder.tally(OBJECTS, began, until)
+        recorder.stop()
+    assert dict(tally.by_writer) == {
+        "apiextensions.crossplane.io/composed": 1,
+        PREVIOUS_MISSING: 1,
+    }, "a later write with no value before it names nobody; read as a creation, it would name every manager"
+
+
+def test_a_watch_etcd_refuses_fails_the_start_not_a_later_tally() -> None:
+    store = Store()
+    store.refuse = True
+    with served(store) as url:
+        recorder = Recorder(url, [ROUTES, OBJECTS])
+        with pytest.raises(RuntimeError, match=r"refused the watch .*HTTP 400.*invalid watch request"):
+            recorder.start()
+    assert not watch_threads(), "a refused start leaves no watch running"
+
+
+def test_a_watch_etcd_never_confirms_fails_the_start_in_its_time() -> None:
+    store = Store()
+    store.silent = True
+    with served(store) as url:
+        recorder = Recorder(url, [OBJECTS])
+        with pytest.raises(TimeoutError, match="did not confirm the watch"):
+            recorder.start(wait_s=0.5)
+        store.silent = False
+        with store.changed:
+            store.changed.notify_all()
+    assert not watch_threads()
+
+
+def test_a_stopped_recorder_leaves_no_watch_running_and_says_no_watch_broke() -> None:
+    store = Store()
+    with served(store) as url:
+        recorder = Recorder(url, [ROUTES, OBJECTS])
+        recorder.start()
+        assert len(watch_threads()) == 2
+        store.put(OBJECTS + "000-route", APPLIED)
+        recorder.stop()
+        assert not watch_threads()
+        assert recorder.failed == {}, "a watch ended by stop() is not one that broke"
+
+
+def watch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("etcd watch ") and t.is_alive()]

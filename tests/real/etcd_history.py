@@ -31,16 +31,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 UNATTRIBUTED = "(unattributed: no field manager's time or fields changed)"
+# A write whose watch event came without the value before it, where it was not the key's first
+# (etcd sends prev_kv when it still holds it): nobody can be named, and a creation is not guessed.
+PREVIOUS_MISSING = "(unattributed: the revision before it was not sent)"
 # Crossplane names a composed resource's field manager after the XR (a hash of its UID): one label
 # for all of them.
 _HASHED = re.compile(r"^(apiextensions\.crossplane\.io/composed)/[0-9a-f]+$")
 
 
-def label(entry: Mapping[str, Any]) -> str:
+def _label(manager: str, subresource: str) -> str:
     """A managedFields entry as a writer: its manager, and its subresource when it has one."""
-    manager = _HASHED.sub(r"\1", str(entry.get("manager", "")))
-    sub = entry.get("subresource")
-    return f"{manager} ({sub})" if sub else manager
+    manager = _HASHED.sub(r"\1", manager)
+    return f"{manager} ({subresource})" if subresource else manager
 
 
 def _entries(doc: Mapping[str, Any]) -> dict[tuple[str, ...], tuple[Any, frozenset[str]]]:
@@ -78,7 +80,7 @@ def writers(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[
     stamped = [k for k, (time, _) in now.items() if k not in was or was[k][0] != time]
     gained = [k for k, (_, paths) in now.items() if k in was and paths - was[k][1]]
     named = stamped or gained
-    return sorted({label({"manager": k[0], "subresource": k[2]}) for k in named}) or [UNATTRIBUTED]
+    return sorted({_label(k[0], k[2]) for k in named}) or [UNATTRIBUTED]
 
 
 def writer(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> str:
@@ -133,33 +135,77 @@ class Etcd:
         return max((int(kv["mod_revision"]) for kv in self._range(body).get("kvs", [])), default=0)
 
 
+@dataclass(frozen=True)
+class _Write:
+    """One write as its watch delivered it, attributed only when tallied: the watch's thread does
+    nothing but record while the stack it measures runs, and no document it cannot read ends it."""
+
+    revision: int
+    key: str
+    after: str  # the value written, base64 as etcd sends it
+    before: str | None  # the value before it; None where it was the key's first or was not sent
+    created: bool  # the key's first version (etcd's version 1): no value before it
+
+    def writer(self) -> str:
+        if self.before is None:
+            return writer(None, _value(self.after)) if self.created else PREVIOUS_MISSING
+        return writer(_value(self.before), _value(self.after))
+
+
 class Recorder:
     """Every write under some key prefixes from the moment it starts, by writer: one watch each."""
 
     def __init__(self, url: str, prefixes: Iterable[str]) -> None:
         self.etcd = Etcd(url)
         self.prefixes = list(prefixes)
-        # prefix -> (revision, key, writer) of each write, in revision order.
-        self.writes: dict[str, list[tuple[int, str, str]]] = {p: [] for p in self.prefixes}
+        # prefix -> each write, in revision order.
+        self.writes: dict[str, list[_Write]] = {p: [] for p in self.prefixes}
         # prefix -> the latest revision its watch has delivered.
         self.seen: dict[str, int] = dict.fromkeys(self.prefixes, 0)
         self.failed: dict[str, str] = {}
         self._connections: list[http.client.HTTPConnection] = []
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
         self._lock = threading.Lock()
 
-    def start(self) -> int:
-        """Watch from the next revision on; returns the revision it began after."""
+    def start(self, *, wait_s: float = 10.0) -> int:
+        """Watch from the next revision on, once etcd has confirmed every watch (within `wait_s`);
+        returns the revision it began after. A watch etcd refuses raises here, not at the first
+        tally."""
         began = self.etcd.revision()
+        url = urllib.parse.urlsplit(self.etcd.url)
+        created: list[threading.Event] = []
         for prefix in self.prefixes:
             self.seen[prefix] = began
-            threading.Thread(target=self._watch, args=(prefix, began + 1), daemon=True).start()
+            connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=None)
+            confirmed = threading.Event()
+            thread = threading.Thread(
+                target=self._watch,
+                args=(prefix, began + 1, connection, confirmed),
+                name=f"etcd watch {prefix}",
+                daemon=True,
+            )
+            # Registered before its thread runs: a stop() from here on reaches every connection.
+            with self._lock:
+                self._connections.append(connection)
+                self._threads.append(thread)
+            created.append(confirmed)
+            thread.start()
+        deadline = time.monotonic() + wait_s
+        for prefix, confirmed in zip(self.prefixes, created, strict=True):
+            if not confirmed.wait(max(0.0, deadline - time.monotonic())):
+                self.stop()
+                raise TimeoutError(f"etcd did not confirm the watch of {prefix} in {wait_s:g} s")
+            with self._lock:
+                failed = self.failed.get(prefix)
+            if failed:
+                self.stop()
+                raise RuntimeError(f"etcd refused the watch of {prefix}: {failed}")
         return began
 
-    def _watch(self, prefix: str, start: int) -> None:
-        url = urllib.parse.urlsplit(self.etcd.url)
-        connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=None)
-        with self._lock:
-            self._connections.append(connection)
+    def _watch(
+        self, prefix: str, start: int, connection: http.client.HTTPConnection, confirmed: threading.Event
+    ) -> None:
         body = {
             "key": _b64(prefix),
             "range_end": _b64(_end(prefix)),
@@ -167,18 +213,29 @@ class Recorder:
             "prev_kv": True,
         }
         try:
+            connection.connect()
+            with self._lock:
+                # stop() ran before this connection had a socket to shut down: end here.
+                if self._stopped:
+                    connection.close()
+                    confirmed.set()
+                    return
             connection.request("POST", "/v3/watch", body=json.dumps({"create_request": body}))
-            stream = connection.getresponse()
+            stream = _answer(connection)
             for line in stream:
-                self._take(prefix, _result(line))
+                result = _result(line)
+                if result.get("created"):
+                    confirmed.set()
+                self._take(prefix, result)
             ended = f"etcd ended the watch's answer (HTTP {stream.status})"
         except (OSError, ValueError, RuntimeError, http.client.HTTPException) as e:
             ended = f"{type(e).__name__}: {e}"
         finally:
             connection.close()
         with self._lock:
-            if self._connections:  # not stopped: the watch broke, and what it missed must not read as none
+            if not self._stopped:  # the watch broke, and what it missed must not read as none
                 self.failed[prefix] = ended
+        confirmed.set()  # start() reads the failure
 
     def _take(self, prefix: str, result: Mapping[str, Any]) -> None:
         """One message of a watch: its writes (a deletion is not one), then how far it has read."""
@@ -186,45 +243,66 @@ class Recorder:
             kv = event["kv"]
             revision = int(kv["mod_revision"])
             if event.get("type") != "DELETE":  # a PUT's type is the enum's zero, left out of the JSON
-                before = _value(event["prev_kv"]) if "prev_kv" in event else None
+                write = _Write(
+                    revision,
+                    _decode(kv["key"]),
+                    kv["value"],
+                    (event.get("prev_kv") or {}).get("value"),
+                    int(kv.get("version", 0)) == 1,
+                )
                 with self._lock:
-                    self.writes[prefix].append((revision, _decode(kv["key"]), writer(before, _value(kv))))
+                    self.writes[prefix].append(write)
             with self._lock:
                 self.seen[prefix] = max(self.seen[prefix], revision)
 
     def tally(self, prefix: str, since: int, until: int, *, wait_s: float = 30.0) -> Tally:
         """The writes under `prefix` after revision `since` up to `until`, once the watch has
-        delivered every write made so far."""
-        latest = self.etcd.latest_write(prefix)
+        delivered every write up to `until` that etcd holds."""
+        wanted = min(self.etcd.latest_write(prefix), until)
         deadline = time.monotonic() + wait_s
         while True:
             with self._lock:
                 failed, seen = self.failed.get(prefix), self.seen[prefix]
             if failed:
                 raise RuntimeError(f"the watch of {prefix} broke: {failed}")
-            if seen >= latest:
+            if seen >= wanted:
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"the watch of {prefix} delivered up to {seen}, not {latest}, in {wait_s:.0f} s"
+                    f"the watch of {prefix} delivered up to {seen}, not {wanted}, in {wait_s:.0f} s"
                 )
             time.sleep(0.05)
-        tally = Tally()
         with self._lock:
-            for revision, key, who in self.writes[prefix]:
-                if since < revision <= until:
-                    tally.add(key, who)
+            window = [w for w in self.writes[prefix] if since < w.revision <= until]
+        tally = Tally()
+        for write in window:
+            tally.add(write.key, write.writer())
         return tally
 
     def stop(self) -> None:
+        """Ends every watch and waits for its thread; a watch ended so is no failure."""
         with self._lock:
+            self._stopped = True
             connections, self._connections = self._connections, []
+            threads, self._threads = self._threads, []
         for connection in connections:
             # A watch's answer never ends: shutting its socket down ends the read its thread blocks
             # in, and the thread closes the connection (closing it from here races that read).
             if connection.sock is not None:
                 with contextlib.suppress(OSError):
                     connection.sock.shutdown(socket.SHUT_RDWR)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+
+def _answer(connection: http.client.HTTPConnection) -> http.client.HTTPResponse:
+    """A watch's answer; one that is not a stream of messages (etcd's gateway refusing the request)
+    raises, with what it said."""
+    answer = connection.getresponse()
+    if answer.status != 200:
+        raise RuntimeError(f"HTTP {answer.status}: {answer.read(300).decode(errors='replace')}")
+    return answer
 
 
 def _result(line: bytes) -> dict[str, Any]:
@@ -250,5 +328,5 @@ def _decode(text: str) -> str:
     return base64.b64decode(text).decode()
 
 
-def _value(kv: Mapping[str, Any]) -> dict[str, Any]:
-    return json.loads(base64.b64decode(kv["value"]))
+def _value(value: str) -> dict[str, Any]:
+    return json.loads(base64.b64decode(value))

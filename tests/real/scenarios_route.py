@@ -1324,18 +1324,23 @@ def rollout_at_scale(env: Env, r: Report) -> None:
     # Every write of the routes' XRs and Objects from here on, by writer (etcd_history).
     recorder = Recorder(env.etcd_url, [SCALE_XR_KEYS, SCALE_OBJECT_KEYS])
     recorder.start()
-    before = meter.read()
-    for name in names:
-        env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
-    waiting = Waiting(set(names))
-    wait(
-        f"{SCALE_ROUTES} routes RoutingReady",
-        # One list a poll, not a read per route: the run's own load on the API server stays flat.
-        lambda: waiting.see(env.kube.list(XR_API, "ModelRoute", ROUTE[0]), time.monotonic()),
-        # Creation grows faster than N here (about 160 s per 100 routes at N=100, 350 at N=300).
-        max(900, 6 * SCALE_ROUTES),
-        interval=2,
-    )
+    try:
+        before = meter.read()
+        for name in names:
+            env.kube.apply(model_route_doc((ROUTE[0], name), f"scale/model-{name}", backend))
+        waiting = Waiting(set(names))
+        wait(
+            f"{SCALE_ROUTES} routes RoutingReady",
+            # One list a poll, not a read per route: the run's own load on the API server stays flat.
+            lambda: waiting.see(env.kube.list(XR_API, "ModelRoute", ROUTE[0]), time.monotonic()),
+            # Creation grows faster than N here (about 160 s per 100 routes at N=100, 350 at N=300).
+            max(900, 6 * SCALE_ROUTES),
+            interval=2,
+        )
+    except BaseException:
+        # Its watches' threads would outlive the run's stack, and read its teardown as a broken watch.
+        recorder.stop()
+        raise
     created = meter.read()
     creation = between(
         "creation", before, created, SCALE_ROUTES, calls_made=meter.calls("ModelRoute", before.at, created.at)
