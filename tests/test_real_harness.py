@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -1506,6 +1507,108 @@ def test_the_cluster_dns_answers_names_and_headless_services(
     # Each A record is 16 bytes, its address the last 4.
     records = answer[len(answer) - 16 * count :]
     assert [".".join(str(b) for b in records[16 * i + 12 : 16 * i + 16]) for i in range(count)] == want
+
+
+def _ask(port: int, name: str, timeout: float = 5.0) -> list[str]:
+    """A query sent over UDP to the server: the addresses it answered."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        client.settimeout(timeout)
+        client.sendto(_dns_query(name), ("127.0.0.1", port))
+        answer = client.recv(512)
+    count = int.from_bytes(answer[6:8], "big")
+    records = answer[len(answer) - 16 * count :]
+    return [".".join(str(b) for b in records[16 * i + 12 : 16 * i + 16]) for i in range(count)]
+
+
+def test_the_cluster_dns_serves_from_a_process_of_its_own_and_follows_a_services_pods() -> None:
+    from tests.real.dns import SERVICE_POLL_S, ClusterDNS  # noqa: PLC0415
+
+    ready = ["10.0.0.7"]
+    dns = ClusterDNS(
+        "127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0, services={"svc.ns": lambda: ready}
+    ).start()
+    try:
+        assert dns._process is not None
+        assert dns._process.pid != os.getpid()
+        assert _ask(dns.port, "fixed.example") == ["10.0.0.3"]
+        assert _ask(dns.port, "svc.ns") == ["10.0.0.7"]
+        ready[:] = ["10.0.0.8", "10.0.0.9"]
+        time.sleep(3 * SERVICE_POLL_S)
+        assert _ask(dns.port, "svc.ns") == ["10.0.0.8", "10.0.0.9"]
+        assert dns.late() == []
+    finally:
+        dns.stop()
+
+
+def test_the_cluster_dns_counts_an_answer_held_up_after_its_query_arrived() -> None:
+    from tests.real.dns import ClusterDNS  # noqa: PLC0415
+
+    dns = ClusterDNS("127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0).start()
+    try:
+        assert dns._process is not None
+        _ask(dns.port, "fixed.example")
+        time.sleep(0.2)
+        before = len(dns.late())  # a server just started, on a busy machine, may answer late
+        os.kill(dns._process.pid, signal.SIGSTOP)  # a server starved of CPU: the query waits in its socket
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            client.settimeout(10)
+            client.sendto(_dns_query("fixed.example"), ("127.0.0.1", dns.port))
+            time.sleep(0.8)
+            os.kill(dns._process.pid, signal.SIGCONT)
+            client.recv(512)
+        deadline = time.monotonic() + 5
+        while len(dns.late()) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        late = dns.late()[before:]
+        assert len(late) == 1, late
+        assert late[0] >= 0.7, late
+        assert dns.summary(before).startswith("cluster DNS: 1 answers later than 0.25 s, the latest ")
+    finally:
+        dns.stop()
+
+
+def test_a_silent_cluster_dns_loses_each_query_until_it_answers_again() -> None:
+    from tests.real.dns import ClusterDNS  # noqa: PLC0415
+
+    dns = ClusterDNS("127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0).start()
+    try:
+        dns.fall_silent()
+        time.sleep(0.3)
+        with pytest.raises(TimeoutError):
+            _ask(dns.port, "fixed.example", timeout=1)
+        dns.answer_again()
+        time.sleep(0.3)
+        assert _ask(dns.port, "fixed.example") == ["10.0.0.3"]
+    finally:
+        dns.stop()
+
+
+def test_the_cluster_dns_says_how_many_queries_the_kernel_dropped_while_it_could_not_read() -> None:
+    from tests.real.dns import ClusterDNS  # noqa: PLC0415
+
+    dns = ClusterDNS("127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0).start()
+    try:
+        assert dns._process is not None
+        assert dns.dropped() == 0
+        os.kill(dns._process.pid, signal.SIGSTOP)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            for _ in range(5000):  # more than its socket's buffer holds
+                client.sendto(_dns_query("fixed.example"), ("127.0.0.1", dns.port))
+        assert dns.dropped() > 0
+        assert f"; {dns.dropped()} queries dropped by the kernel" in dns.summary()
+    finally:
+        os.kill(dns._process.pid, signal.SIGCONT)
+        dns.stop()
+
+
+def test_the_cluster_dns_ends_with_the_harness_that_started_it() -> None:
+    from tests.real.dns import ClusterDNS  # noqa: PLC0415
+
+    dns = ClusterDNS("127.0.0.1", {}, port=0).start()
+    assert dns._process is not None
+    assert dns._process.stdin is not None
+    dns._process.stdin.close()  # as when the harness's process dies
+    assert dns._process.wait(timeout=5) == 0
 
 
 @pytest.mark.parametrize(

@@ -8,55 +8,53 @@ writes), an empty answer for other types of a known name, and NXDOMAIN for
 the rest. UDP only: every answer fits in one datagram.
 
 A headless Service's name (`services`) answers with its ready pods'
-addresses at the moment of the query, as kube-dns does: Crossplane, out of
-cluster, dials the Function's runtime pod this way (make release-check).
+addresses, as kube-dns does: Crossplane, out of cluster, dials the Function's
+runtime pod this way (make release-check). They are read in the harness and
+sent to the server every SERVICE_POLL_S.
+
+The server is a process of its own, as kube-dns is a pod of its own, not a
+thread of the harness, whose interpreter lock it would share with the prober
+and the watches of hundreds of XRs: queries lost for a few seconds can leave
+a backend's cluster in Envoy with no host for 30 s while its route says True
+(docs/design.md, Limitations). It says how late it answered each query, from
+the kernel's receive time (SO_TIMESTAMPNS), and how many queries the kernel
+dropped with its socket full: make scale notes both. `fall_silent` makes it
+lose every query, as a DNS pod that is gone.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 _A = 1
 _IN = 1
+# c-ares (1.34, as Envoy 1.38 configures it) gives a query's first try at least 250 ms before it
+# sends it again; four tries without an answer fail the lookup. An answer later than this one
+# counts as late.
+LATE_S = 0.25
+SERVICE_POLL_S = 0.5
+_TIMESTAMP = struct.Struct("ll")  # a struct timespec, as Linux on 64 bits sends it
+# Linux's SO_TIMESTAMPNS (asm-generic/socket.h), which Python 3.11's socket module does not name.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
-class ClusterDNS:
-    def __init__(
-        self,
-        address: str,
-        names: Mapping[str, str],
-        port: int = 53,
-        services: Mapping[str, Callable[[], list[str]]] | None = None,
-    ) -> None:
+class Answers:
+    """The answers: fixed names, and headless Services' current addresses."""
+
+    def __init__(self, names: Mapping[str, str], services: Mapping[str, Callable[[], list[str]]]) -> None:
         self.names = {n.lower().rstrip("."): ip for n, ip in names.items()}
-        self.services = {n.lower().rstrip("."): ips for n, ips in (services or {}).items()}
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind((address, port))
-        self._stop = threading.Event()
-
-    def start(self) -> ClusterDNS:
-        threading.Thread(target=self._serve, name="cluster-dns", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._sock.close()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                query, peer = self._sock.recvfrom(512)
-            except OSError:
-                return
-            try:
-                answer = self.answer(query)
-            except Exception:  # a service's lookup failing must not stop every pod's DNS
-                answer = None
-            if answer is not None:
-                self._sock.sendto(answer, peer)
+        self.services = {n.lower().rstrip("."): ips for n, ips in services.items()}
 
     def answer(self, query: bytes) -> bytes | None:
         if len(query) < 12:
@@ -89,3 +87,172 @@ class ClusterDNS:
         )
         header = struct.pack("!HHHHHH", ident, flags, 1, len(found), 0, 0)
         return header + query[12:question_end] + answers
+
+
+class ClusterDNS:
+    """The server's process, seen from the harness."""
+
+    def __init__(
+        self,
+        address: str,
+        names: Mapping[str, str],
+        port: int = 53,
+        services: Mapping[str, Callable[[], list[str]]] | None = None,
+    ) -> None:
+        self.address, self.port = address, port
+        self._answers = Answers(names, services or {})
+        self._process: subprocess.Popen[str] | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._late: list[float] = []
+
+    def answer(self, query: bytes) -> bytes | None:
+        """What the server answers to `query` (read here, in the harness)."""
+        return self._answers.answer(query)
+
+    def start(self) -> ClusterDNS:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.real.dns", "--address", self.address, "--port", str(self.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        self._send({"names": self._answers.names, "services": self._services()})
+        assert self._process.stdout is not None
+        bound = self._process.stdout.readline().split()
+        if bound[:1] != ["port"]:
+            self.stop()
+            raise RuntimeError(f"the cluster DNS did not start: {bound}")
+        self.port = int(bound[1])
+        threading.Thread(target=self._read, name="cluster-dns-read", daemon=True).start()
+        if self._answers.services:
+            threading.Thread(target=self._feed, name="cluster-dns-services", daemon=True).start()
+        return self
+
+    def _services(self) -> dict[str, list[str]]:
+        found = {}
+        for name, ips in self._answers.services.items():
+            try:
+                found[name] = list(ips())
+            except Exception:
+                found[name] = []
+        return found
+
+    def _send(self, message: Mapping[str, object]) -> None:
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.write(json.dumps(message) + "\n")
+            self._process.stdin.flush()
+
+    def _feed(self) -> None:
+        sent: dict[str, list[str]] = {}
+        while not self._stop.wait(SERVICE_POLL_S):
+            now = self._services()
+            if now != sent:
+                try:
+                    self._send({"services": now})
+                except (OSError, ValueError):
+                    return
+                sent = now
+
+    def _read(self) -> None:
+        assert self._process is not None
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            what, _, seconds = line.partition(" ")
+            if what == "late":
+                with self._lock:
+                    self._late.append(float(seconds))
+
+    def late(self) -> list[float]:
+        """How late each answer later than LATE_S was, in seconds, since the server started."""
+        with self._lock:
+            return list(self._late)
+
+    def summary(self, since: int = 0) -> str:
+        """The late answers after the first `since` of them, in one clause."""
+        late = self.late()[since:]
+        worst = f", the latest {max(late):.1f} s after its query arrived" if late else ""
+        return (
+            f"cluster DNS: {len(late)} answers later than {LATE_S:g} s{worst}; "
+            f"{self.dropped()} queries dropped by the kernel since it started (its socket full)"
+        )
+
+    def fall_silent(self) -> None:
+        """The server reads its queries and answers none, as a DNS pod that is gone: each is lost."""
+        self._send({"silent": True})
+
+    def answer_again(self) -> None:
+        self._send({"silent": False})
+
+    def dropped(self) -> int:
+        """Queries the kernel dropped because the server's socket was full (/proc/net/udp)."""
+        if self._process is None:
+            return 0
+        port = f":{self.port:04X}"
+        with contextlib.suppress(OSError):
+            for row in Path(f"/proc/{self._process.pid}/net/udp").read_text().splitlines()[1:]:
+                fields = row.split()
+                if fields[1].endswith(port):
+                    return int(fields[-1])
+        return 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+
+def serve(address: str, port: int) -> None:
+    """The server's process: its answers from stdin (a JSON object a line), a line on stdout for
+    each late answer."""
+    first = json.loads(sys.stdin.readline())
+    services: dict[str, list[str]] = first.get("services", {})
+    silent = threading.Event()
+    answers = Answers(first["names"], {name: (lambda name=name: services.get(name, [])) for name in services})
+
+    def updates() -> None:
+        for line in sys.stdin:
+            message = json.loads(line)
+            services.update(message.get("services", {}))
+            if "silent" in message:
+                (silent.set if message["silent"] else silent.clear)()
+        os._exit(0)  # the harness is gone: so is its DNS
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    sock.bind((address, port))
+    print("port", sock.getsockname()[1], flush=True)
+    threading.Thread(target=updates, daemon=True).start()
+    while True:
+        query, ancillary, _, peer = sock.recvmsg(512, socket.CMSG_SPACE(_TIMESTAMP.size))
+        arrived = time.time()
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                seconds, nanoseconds = _TIMESTAMP.unpack(data[: _TIMESTAMP.size])
+                arrived = seconds + nanoseconds / 1e9
+        if silent.is_set():
+            continue
+        try:
+            answer = answers.answer(query)
+        except Exception:
+            answer = None
+        if answer is None:
+            continue
+        sock.sendto(answer, peer)
+        late = time.time() - arrived
+        if late > LATE_S:
+            print(f"late {late:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    arguments = parser.parse_args()
+    serve(arguments.address, arguments.port)

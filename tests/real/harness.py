@@ -16,6 +16,7 @@ import yaml
 from function.upstream import DEFAULT_EXTPROC_MARKER
 from tests.real import versions
 from tests.real.dataplane import DataPlane
+from tests.real.dns import ClusterDNS
 from tests.real.envoy import AIGW_CONTROLLER, EG_NS, EnvoyStack
 from tests.real.kube import Kube, condition, wait
 from tests.real.prober import Prober, decided
@@ -98,6 +99,8 @@ class Env:
         self.vllm = vllm
         # The caller keys a scenario has made valid, by header: the prober sends them.
         self.keys: dict[str, str] = {}
+        # The pods' DNS server (tests/real/dns.py): make scale says how late it answered.
+        self.dns: ClusterDNS | None = None
         # Objects stuck on envoyproxy/ai-gateway#2565 whose finalizer this run removed.
         self.released: list[str] = []
         # What Crossplane's package manager installed (FGR_INSTALL=package), else None.

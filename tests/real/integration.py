@@ -257,6 +257,7 @@ def environment(workdir: Path, *, log_calls: bool = False) -> Iterator[Env]:
         prober.kube.deleting_since = kube.deleting_since
         env = Env(kube, prober, plane, vllm, sup, envoy=envoy_stack, etcd_url=cp.etcd_url)
         env.installed = installed
+        env.dns = dns
         env.prober.start()
         env.start_releasing()
         yield env
