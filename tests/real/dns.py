@@ -104,6 +104,7 @@ class ClusterDNS:
         self._process: subprocess.Popen[str] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
         self._late: list[float] = []
 
     def answer(self, query: bytes) -> bytes | None:
@@ -140,9 +141,11 @@ class ClusterDNS:
         return found
 
     def _send(self, message: Mapping[str, object]) -> None:
-        if self._process is not None and self._process.stdin is not None:
-            self._process.stdin.write(json.dumps(message) + "\n")
-            self._process.stdin.flush()
+        # One line a message, whole: the services' feed and fall_silent write from two threads.
+        with self._writing:
+            if self._process is not None and self._process.stdin is not None:
+                self._process.stdin.write(json.dumps(message) + "\n")
+                self._process.stdin.flush()
 
     def _feed(self) -> None:
         sent: dict[str, list[str]] = {}
