@@ -346,17 +346,20 @@ def test_a_watch_that_ends_is_said_not_read_as_no_writes() -> None:
 
 def test_a_write_sent_without_its_previous_value_is_a_creation_only_at_the_keys_first_version() -> None:
     store = Store()
+    store.put(OBJECTS + "000-route", APPLIED)  # before the recorder: its value is not delivered
     store.drop_prev = True
     with served(store) as url:
         recorder = Recorder(url, [OBJECTS])
         began = recorder.start()
-        store.put(OBJECTS + "000-route", APPLIED)
-        until = store.put(OBJECTS + "000-route", ANNOTATED)
+        store.put(OBJECTS + "000-route", ANNOTATED)  # version 2, and nothing before it to read
+        store.put(OBJECTS + "001-route", APPLIED)  # version 1: created
+        until = store.put(OBJECTS + "001-route", ANNOTATED)  # the value before it is the one delivered
         tally = recorder.tally(OBJECTS, began, until)
         recorder.stop()
     assert dict(tally.by_writer) == {
-        "apiextensions.crossplane.io/composed": 1,
         PREVIOUS_MISSING: 1,
+        "apiextensions.crossplane.io/composed": 1,
+        "provider-kubernetes": 1,
     }, "a later write with no value before it names nobody; read as a creation, it would name every manager"
 
 
@@ -397,3 +400,10 @@ def test_a_stopped_recorder_leaves_no_watch_running_and_says_no_watch_broke() ->
 
 def watch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("etcd watch ") and t.is_alive()]
+
+
+def test_a_revision_not_readable_as_json_is_counted_and_said_so() -> None:
+    from tests.real.etcd_history import UNREADABLE, _Write  # noqa: PLC0415
+
+    assert _Write(2, "k", encoded("not json"), None, created=True).writer() == UNREADABLE
+    assert _Write(3, "k", encoded("{}"), "%%", created=False).writer() == UNREADABLE

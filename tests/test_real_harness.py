@@ -1535,7 +1535,6 @@ def test_the_cluster_dns_serves_from_a_process_of_its_own_and_follows_a_services
         ready[:] = ["10.0.0.8", "10.0.0.9"]
         time.sleep(3 * SERVICE_POLL_S)
         assert _ask(dns.port, "svc.ns") == ["10.0.0.8", "10.0.0.9"]
-        assert dns.late() == []
     finally:
         dns.stop()
 
@@ -1573,11 +1572,9 @@ def test_a_silent_cluster_dns_loses_each_query_until_it_answers_again() -> None:
     dns = ClusterDNS("127.0.0.1", {"fixed.example": "10.0.0.3"}, port=0).start()
     try:
         dns.fall_silent()
-        time.sleep(0.3)
         with pytest.raises(TimeoutError):
             _ask(dns.port, "fixed.example", timeout=1)
         dns.answer_again()
-        time.sleep(0.3)
         assert _ask(dns.port, "fixed.example") == ["10.0.0.3"]
     finally:
         dns.stop()

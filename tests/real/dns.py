@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -105,6 +106,7 @@ class ClusterDNS:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._writing = threading.Lock()
+        self._acknowledged = threading.Event()
         self._late: list[float] = []
 
     def answer(self, query: bytes) -> bytes | None:
@@ -131,13 +133,14 @@ class ClusterDNS:
             threading.Thread(target=self._feed, name="cluster-dns-services", daemon=True).start()
         return self
 
-    def _services(self) -> dict[str, list[str]]:
+    def _services(self, before: Mapping[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Each service's addresses now; one whose lookup fails keeps those it had `before`."""
         found = {}
         for name, ips in self._answers.services.items():
             try:
                 found[name] = list(ips())
-            except Exception:
-                found[name] = []
+            except Exception:  # a lookup failing must not stop every pod's DNS
+                found[name] = list((before or {}).get(name, []))
         return found
 
     def _send(self, message: Mapping[str, object]) -> None:
@@ -150,7 +153,7 @@ class ClusterDNS:
     def _feed(self) -> None:
         sent: dict[str, list[str]] = {}
         while not self._stop.wait(SERVICE_POLL_S):
-            now = self._services()
+            now = self._services(sent)
             if now != sent:
                 try:
                     self._send({"services": now})
@@ -166,6 +169,8 @@ class ClusterDNS:
             if what == "late":
                 with self._lock:
                     self._late.append(float(seconds))
+            elif what == "silent":
+                self._acknowledged.set()
 
     def late(self) -> list[float]:
         """How late each answer later than LATE_S was, in seconds, since the server started."""
@@ -176,56 +181,84 @@ class ClusterDNS:
         """The late answers after the first `since` of them, in one clause."""
         late = self.late()[since:]
         worst = f", the latest {max(late):.1f} s after its query arrived" if late else ""
+        dead = (
+            f"; its process ended (exit {self._process.returncode}): every query since was lost"
+            if self._process is not None and self._process.poll() is not None
+            else ""
+        )
         return (
             f"cluster DNS: {len(late)} answers later than {LATE_S:g} s{worst}; "
-            f"{self.dropped()} queries dropped by the kernel since it started (its socket full)"
+            f"{self.dropped()} queries dropped by the kernel since it started (its socket full){dead}"
         )
 
     def fall_silent(self) -> None:
-        """The server reads its queries and answers none, as a DNS pod that is gone: each is lost."""
-        self._send({"silent": True})
+        """The server reads its queries and answers none, as a DNS pod that is gone: each is lost.
+        Returns once the server has said so."""
+        self._silence(True)
 
     def answer_again(self) -> None:
-        self._send({"silent": False})
+        self._silence(False)
+
+    def _silence(self, silent: bool) -> None:
+        self._acknowledged.clear()
+        self._send({"silent": silent})
+        if not self._acknowledged.wait(5):
+            raise TimeoutError(
+                f"the cluster DNS did not say it was {'silent' if silent else 'answering'} in 5 s"
+            )
 
     def dropped(self) -> int:
         """Queries the kernel dropped because the server's socket was full (/proc/net/udp)."""
         if self._process is None:
             return 0
-        port = f":{self.port:04X}"
+        # /proc/net/udp lists every UDP socket of the network namespace, each local address as the
+        # kernel holds it: the IPv4 address's 32 bits in this machine's byte order, then the port.
+        local = f"{int.from_bytes(socket.inet_aton(self.address), sys.byteorder):08X}:{self.port:04X}"
         with contextlib.suppress(OSError):
             for row in Path(f"/proc/{self._process.pid}/net/udp").read_text().splitlines()[1:]:
                 fields = row.split()
-                if fields[1].endswith(port):
+                if fields[1] == local:
                     return int(fields[-1])
         return 0
 
     def stop(self) -> None:
         self._stop.set()
-        if self._process is not None and self._process.poll() is None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
             self._process.terminate()
             try:
                 self._process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        for pipe in (self._process.stdin, self._process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def serve(address: str, port: int) -> None:
     """The server's process: its answers from stdin (a JSON object a line), a line on stdout for
     each late answer."""
+    # The harness's Ctrl-C reaches its whole process group: the DNS ends with the harness's teardown
+    # (stop(), or its stdin closed), not before it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     first = json.loads(sys.stdin.readline())
     services: dict[str, list[str]] = first.get("services", {})
     silent = threading.Event()
     answers = Answers(first["names"], {name: (lambda name=name: services.get(name, [])) for name in services})
 
     def updates() -> None:
-        for line in sys.stdin:
-            message = json.loads(line)
-            services.update(message.get("services", {}))
-            if "silent" in message:
-                (silent.set if message["silent"] else silent.clear)()
-        os._exit(0)  # the harness is gone: so is its DNS
+        try:
+            for line in sys.stdin:
+                message = json.loads(line)
+                services.update(message.get("services", {}))
+                if "silent" in message:
+                    (silent.set if message["silent"] else silent.clear)()
+                    print("silent", int(silent.is_set()), flush=True)
+        finally:
+            os._exit(0)  # the harness is gone (or wrote what it never writes): so is its DNS
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
@@ -243,11 +276,14 @@ def serve(address: str, port: int) -> None:
             continue
         try:
             answer = answers.answer(query)
-        except Exception:
+        except Exception:  # one bad query must not stop every pod's DNS
             answer = None
         if answer is None:
             continue
-        sock.sendto(answer, peer)
+        try:
+            sock.sendto(answer, peer)
+        except OSError:  # a pod's address gone with its network namespace: the next query is another's
+            continue
         late = time.time() - arrived
         if late > LATE_S:
             print(f"late {late:.3f}", flush=True)

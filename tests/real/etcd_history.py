@@ -34,6 +34,8 @@ UNATTRIBUTED = "(unattributed: no field manager's time or fields changed)"
 # A write whose watch event came without the value before it, where it was not the key's first
 # (etcd sends prev_kv when it still holds it): nobody can be named, and a creation is not guessed.
 PREVIOUS_MISSING = "(unattributed: the revision before it was not sent)"
+# A revision whose stored value (or the one before it) is not the JSON document an object is.
+UNREADABLE = "(unattributed: a revision not readable as JSON)"
 # Crossplane names a composed resource's field manager after the XR (a hash of its UID): one label
 # for all of them.
 _HASHED = re.compile(r"^(apiextensions\.crossplane\.io/composed)/[0-9a-f]+$")
@@ -147,9 +149,12 @@ class _Write:
     created: bool  # the key's first version (etcd's version 1): no value before it
 
     def writer(self) -> str:
-        if self.before is None:
-            return writer(None, _value(self.after)) if self.created else PREVIOUS_MISSING
-        return writer(_value(self.before), _value(self.after))
+        try:
+            if self.before is None:
+                return writer(None, _value(self.after)) if self.created else PREVIOUS_MISSING
+            return writer(_value(self.before), _value(self.after))
+        except ValueError:  # base64, UTF-8 or JSON: counted, and said to be unreadable
+            return UNREADABLE
 
 
 class Recorder:
@@ -163,6 +168,8 @@ class Recorder:
         # prefix -> the latest revision its watch has delivered.
         self.seen: dict[str, int] = dict.fromkeys(self.prefixes, 0)
         self.failed: dict[str, str] = {}
+        # key -> the value its latest write stored (each key is under one prefix: one thread's).
+        self._last: dict[str, str] = {}
         self._connections: list[http.client.HTTPConnection] = []
         self._threads: list[threading.Thread] = []
         self._stopped = False
@@ -242,14 +249,16 @@ class Recorder:
         for event in result.get("events") or []:
             kv = event["kv"]
             revision = int(kv["mod_revision"])
-            if event.get("type") != "DELETE":  # a PUT's type is the enum's zero, left out of the JSON
-                write = _Write(
-                    revision,
-                    _decode(kv["key"]),
-                    kv["value"],
-                    (event.get("prev_kv") or {}).get("value"),
-                    int(kv.get("version", 0)) == 1,
-                )
+            key = _decode(kv["key"])
+            if event.get("type") == "DELETE":  # a deletion is no write; a PUT's type is left out
+                self._last.pop(key, None)
+            else:
+                # The value before a write is the one the watch delivered last for that key, where it
+                # delivered one: the same string, so the run holds one copy of each revision, not two
+                # (at N=300 the Objects' manifests are hundreds of MB). Else etcd's prev_kv.
+                before = self._last.get(key, (event.get("prev_kv") or {}).get("value"))
+                write = _Write(revision, key, kv["value"], before, int(kv.get("version", 0)) == 1)
+                self._last[key] = kv["value"]
                 with self._lock:
                     self.writes[prefix].append(write)
             with self._lock:
@@ -288,9 +297,10 @@ class Recorder:
         for connection in connections:
             # A watch's answer never ends: shutting its socket down ends the read its thread blocks
             # in, and the thread closes the connection (closing it from here races that read).
-            if connection.sock is not None:
+            sock = connection.sock  # read once: the watch's thread may close it meanwhile
+            if sock is not None:
                 with contextlib.suppress(OSError):
-                    connection.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
